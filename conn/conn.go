@@ -1,0 +1,92 @@
+// Package conn carries WireGuard datagrams over UDP in batches: the Bind
+// interface, a Linux implementation with recvmmsg/sendmmsg, UDP_GRO and
+// UDP_SEGMENT, a portable fallback, and (in conn/membind) an in-memory bind
+// for tests.
+package conn
+
+import (
+	"errors"
+	"net/netip"
+)
+
+// Endpoint is a peer's UDP address plus, for sticky sockets, the local
+// address and interface the last datagram from it arrived on. It is a plain
+// comparable value: copying it never allocates, and two endpoints may be
+// compared with == to group datagrams for one GSO send.
+type Endpoint struct {
+	// Dst is the remote address and port.
+	Dst netip.AddrPort
+	// Src is the local address replies should leave from. The zero value
+	// lets the kernel choose.
+	Src netip.Addr
+	// SrcIfIndex is the interface Src was seen on (0 when unknown).
+	SrcIfIndex int32
+}
+
+// ClearSrc forgets the sticky source so the kernel chooses again.
+func (e *Endpoint) ClearSrc() { e.Src, e.SrcIfIndex = netip.Addr{}, 0 }
+
+// String is the destination in host:port form ([v6]:port for IPv6).
+func (e Endpoint) String() string { return e.Dst.String() }
+
+// ReceiveFunc fills up to len(bufs) datagrams. bufs are caller-owned, each
+// with len equal to its usable capacity; on return sizes[i] holds the length
+// of datagram i in bufs[i] and eps[i] where it came from. It blocks until at
+// least one datagram is available and returns net.ErrClosed (wrapped) once
+// the bind is closed. A datagram larger than its buffer is dropped and
+// counted, not truncated.
+type ReceiveFunc func(bufs [][]byte, sizes []int, eps []Endpoint) (n int, err error)
+
+// Bind is a set of UDP sockets for one listen port.
+//
+// Open and Close are not safe to call concurrently with each other; Send and
+// the ReceiveFuncs are safe for concurrent use between Open and Close.
+type Bind interface {
+	// Open binds the sockets on port (0 picks one) and returns one receive
+	// function per socket (typically IPv4 and IPv6) and the port in use.
+	Open(port uint16) (fns []ReceiveFunc, actualPort uint16, err error)
+	// Close closes the sockets; blocked ReceiveFuncs return an error.
+	// Closing a closed or never opened Bind is not an error.
+	Close() error
+	// SetMark sets the fwmark (SO_MARK) on all sockets, now and after reopen.
+	SetMark(mark uint32) error
+	// Send writes every datagram in bufs to ep, as few syscalls as it can:
+	// consecutive datagrams of equal size are coalesced into one
+	// UDP_SEGMENT send where the kernel supports it. bufs stay owned by the
+	// caller and may be reused when Send returns.
+	Send(bufs [][]byte, ep Endpoint) error
+	// BatchSize is the most datagrams a ReceiveFunc returns, and the batch
+	// size Send handles best.
+	BatchSize() int
+}
+
+// Stats are the counters a bind keeps; every field is cumulative.
+type Stats struct {
+	GSOFallbacks   uint64 // sends retried without UDP_SEGMENT after the kernel refused it
+	GROFallbacks   uint64 // times UDP_GRO could not be enabled or was turned off
+	RxOversize     uint64 // datagrams dropped because they did not fit the buffer
+	RxBadControl   uint64 // GRO control messages that did not parse
+	SendErrors     uint64
+	StickyFallback uint64 // sends retried without the sticky source address
+}
+
+// StatsBind is implemented by binds that keep Stats.
+type StatsBind interface {
+	Stats() Stats
+}
+
+// ErrBindClosed is returned by Send on a closed bind.
+var ErrBindClosed = errors.New("conn: bind closed")
+
+// ParseEndpoint parses "ip:port" or "[ipv6]:port" (no host names: resolving
+// is the client's job, as in the UAPI protocol).
+func ParseEndpoint(s string) (Endpoint, error) {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	if ap.Port() == 0 {
+		return Endpoint{}, errors.New("conn: endpoint port must not be 0")
+	}
+	return Endpoint{Dst: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}, nil
+}

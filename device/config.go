@@ -1,0 +1,74 @@
+package device
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/fips-go/fips-go/device/noise"
+)
+
+// Config is one configuration change, as a UAPI set=1 request or a config
+// file describes it. Nil pointers mean "leave as is". A Config is validated
+// as a whole before any of it is applied, and applied atomically: either all
+// of it takes effect or none does.
+type Config struct {
+	PrivateKey   *noise.PrivateKey // all zeros removes the key
+	ListenPort   *uint16
+	FwMark       *uint32 // 0 removes the mark
+	ReplacePeers bool
+	Peers        []PeerConfig
+}
+
+// PeerConfig changes one peer, identified by its public key.
+type PeerConfig struct {
+	PublicKey noise.PublicKey
+	// Remove deletes the peer; other fields are ignored.
+	Remove bool
+	// UpdateOnly changes the peer only if it exists already.
+	UpdateOnly   bool
+	PresharedKey *noise.PresharedKey // all zeros removes it
+	Endpoint     *netip.AddrPort
+	// PersistentKeepalive in seconds; 0 turns it off.
+	PersistentKeepalive *uint16
+	ReplaceAllowedIPs   bool
+	AllowedIPs          []AllowedIPChange
+	// ProtocolVersion, when set, must be 1.
+	ProtocolVersion *int
+}
+
+// AllowedIPChange adds a prefix to a peer, or with Remove takes that one
+// prefix away from it.
+type AllowedIPChange struct {
+	Prefix netip.Prefix
+	Remove bool
+}
+
+// Status is a snapshot of the device for UAPI get=1 and `fips-go show`.
+type Status struct {
+	PrivateKey noise.PrivateKey // zero when unset
+	PublicKey  noise.PublicKey  // zero when unset
+	ListenPort uint16
+	FwMark     uint32
+	Peers      []PeerStatus
+	// Counters are fips-go's own counters (drops by reason, handshakes,
+	// offload fallbacks), in a stable order, name then value.
+	Counters []Counter
+}
+
+// PeerStatus is one peer in a Status.
+type PeerStatus struct {
+	PublicKey           noise.PublicKey
+	PresharedKey        noise.PresharedKey
+	Endpoint            netip.AddrPort // zero when unknown
+	LastHandshake       time.Time      // zero when none
+	TxBytes, RxBytes    uint64
+	PersistentKeepalive uint16
+	AllowedIPs          []netip.Prefix
+	ProtocolVersion     int
+}
+
+// Counter is one named cumulative counter.
+type Counter struct {
+	Name  string
+	Value uint64
+}

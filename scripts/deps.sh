@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what the end-to-end tests need from Debian's packages, when missing
+# and when running as root. Without root it only reports what is missing.
+set -euo pipefail
+need=()
+command -v wg >/dev/null 2>&1 || need+=(wireguard-tools)
+command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v iptables >/dev/null 2>&1 || need+=(iptables)
+command -v ncat >/dev/null 2>&1 || need+=(ncat)
+command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
+command -v resolvconf >/dev/null 2>&1 || true
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "deps: not root; end-to-end tests will skip for lack of: ${need[*]}" >&2
+  exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
