@@ -8,6 +8,6 @@ for pkg in $(go list ./...); do
   targets=$(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' || true)
   for f in $targets; do
     echo "fuzz $pkg $f ($t)"
-    go test -run='^$' -fuzz="^${f}\$" -fuzztime="$t" "$pkg"
+    go test -run='^$' -fuzz="^${f}\$" -fuzztime="$t" -fuzzminimizetime=100x "$pkg"
   done
 done
