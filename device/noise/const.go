@@ -20,3 +20,13 @@ const (
 	// accepted from one peer (flood protection).
 	HandshakeInitiationRate = time.Second / 50
 )
+
+// The strings that bind the handshake to WireGuard (paper, section 5.4):
+// Construction and Identifier seed the initial chaining key and hash, the
+// labels domain-separate the MAC1 key and the cookie encryption key.
+const (
+	Construction = "Noise_IKpsk2_25519_ChaChaPoly_BLAKE2s"
+	Identifier   = "WireGuard v1 zx2c4 Jason@zx2c4.com"
+	LabelMAC1    = "mac1----"
+	LabelCookie  = "cookie--"
+)

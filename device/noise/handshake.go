@@ -1,0 +1,165 @@
+package noise
+
+import (
+	"crypto/ecdh"
+	"fmt"
+	"time"
+)
+
+// HandshakeState is where a peer's handshake stands.
+type HandshakeState int
+
+// The handshake states. An initiator goes None, InitiationCreated,
+// ResponseConsumed; a responder None (or any state: a peer's initiation
+// replaces our own in-flight one), InitiationConsumed, ResponseCreated.
+// DeriveKeypair and Clear return to None.
+const (
+	HandshakeNone HandshakeState = iota
+	HandshakeInitiationCreated
+	HandshakeInitiationConsumed
+	HandshakeResponseCreated
+	HandshakeResponseConsumed
+)
+
+func (s HandshakeState) String() string {
+	switch s {
+	case HandshakeNone:
+		return "none"
+	case HandshakeInitiationCreated:
+		return "initiation created"
+	case HandshakeInitiationConsumed:
+		return "initiation consumed"
+	case HandshakeResponseCreated:
+		return "response created"
+	case HandshakeResponseConsumed:
+		return "response consumed"
+	}
+	return fmt.Sprintf("HandshakeState(%d)", int(s))
+}
+
+// Handshake is one peer's side of the Noise_IKpsk2 handshake. It is plain
+// state: methods take the time and the randomness they need, and it is not
+// safe for concurrent use (the device holds a per-peer lock). Every method
+// that returns an error leaves the Handshake exactly as it was.
+type Handshake struct {
+	state  HandshakeState
+	local  *Static // nil until the device has a private key
+	remote PublicKey
+	psk    PresharedKey
+
+	// staticStatic is DH(local static, remote static), computed when either
+	// key is set rather than per handshake; ssErr says why it is unusable.
+	staticStatic [hashSize]byte
+	ssErr        error
+	// hash0 is the transcript hash initiations we send start from: H_0
+	// mixed with the remote's public key.
+	hash0 [hashSize]byte
+
+	// The in-flight handshake.
+	hash, chainKey  [hashSize]byte
+	ephemeral       *ecdh.PrivateKey // our ephemeral key, nil when none
+	remoteEphemeral PublicKey
+	localIndex      uint32
+	remoteIndex     uint32
+	initiationSent  time.Time // when our in-flight initiation was created
+
+	// Replay and flood protection for initiations we accept; these survive
+	// Clear and SetLocal because they are about the remote's clock.
+	lastTimestamp  [TimestampSize]byte
+	lastInitiation time.Time
+}
+
+// NewHandshake prepares the handshake with the peer whose static key is
+// remote. local may be nil while the device has no private key; the handshake
+// then refuses to create or accept messages with ErrNoPrivateKey.
+func NewHandshake(local *Static, remote PublicKey, psk PresharedKey) *Handshake {
+	h := &Handshake{remote: remote, psk: psk, hash0: initialHash(&remote)}
+	h.setLocal(local)
+	return h
+}
+
+func (h *Handshake) setLocal(local *Static) {
+	h.local = local
+	clear(h.staticStatic[:])
+	h.ssErr = local.usable()
+	if h.ssErr != nil {
+		return
+	}
+	ss, err := dh(local.x25519, &h.remote)
+	if err != nil {
+		h.ssErr = fmt.Errorf("%w: peer static key is a low-order point", err)
+		return
+	}
+	h.staticStatic = ss
+}
+
+// SetLocal installs a new local identity (the private key changed, or was
+// removed with nil). It recomputes the static-static DH and abandons any
+// in-flight handshake, whose keys depended on the old identity.
+func (h *Handshake) SetLocal(local *Static) {
+	h.setLocal(local)
+	h.Clear()
+}
+
+// SetPresharedKey changes the preshared key for the next response created or
+// consumed.
+func (h *Handshake) SetPresharedKey(psk PresharedKey) { h.psk = psk }
+
+// PresharedKey returns the preshared key (all zeros when none).
+func (h *Handshake) PresharedKey() PresharedKey { return h.psk }
+
+// Remote returns the peer's static public key.
+func (h *Handshake) Remote() PublicKey { return h.remote }
+
+// State returns the handshake state.
+func (h *Handshake) State() HandshakeState { return h.state }
+
+// LocalIndex returns the receiver index of the in-flight handshake (the
+// sender index of the message we created), or 0 if there is none. The caller
+// owns the index table entry and frees it when the index changes.
+func (h *Handshake) LocalIndex() uint32 { return h.localIndex }
+
+// Clear forgets the in-flight handshake and zeroes its secrets; the
+// key-zeroing timer calls it. The replay and flood state is kept.
+func (h *Handshake) Clear() {
+	clear(h.hash[:])
+	clear(h.chainKey[:])
+	clear(h.remoteEphemeral[:])
+	// crypto/ecdh keeps its own copy of the scalar that cannot be zeroed;
+	// dropping the reference is the most Go allows.
+	h.ephemeral = nil
+	h.localIndex = 0
+	h.remoteIndex = 0
+	h.initiationSent = time.Time{}
+	h.state = HandshakeNone
+}
+
+// DeriveKeypair turns a completed handshake into transport keys: after
+// ConsumeResponse (initiator) or CreateResponse (responder). The keypair
+// takes over LocalIndex (the caller repoints its index table entry to it),
+// the handshake secrets are wiped and the state returns to None.
+func (h *Handshake) DeriveKeypair(now time.Time) (*Keypair, error) {
+	var send, recv [hashSize]byte
+	var initiator bool
+	switch h.state {
+	case HandshakeResponseConsumed:
+		send, recv = kdf2(h.chainKey[:], nil)
+		initiator = true
+	case HandshakeResponseCreated:
+		recv, send = kdf2(h.chainKey[:], nil)
+	default:
+		return nil, fmt.Errorf("%w: cannot derive keys in state %v", ErrState, h.state)
+	}
+	kp, err := newKeypair(&send, &recv)
+	clear(send[:])
+	clear(recv[:])
+	if err != nil {
+		return nil, err
+	}
+	kp.LocalIndex = h.localIndex
+	kp.RemoteIndex = h.remoteIndex
+	kp.Created = now
+	kp.Initiator = initiator
+	h.Clear()
+	return kp, nil
+}

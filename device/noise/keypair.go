@@ -1,0 +1,191 @@
+package noise
+
+import (
+	"crypto/cipher"
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/chacha20poly1305"
+)
+
+// Keypair is the pair of transport keys one handshake produced. Seal, Open,
+// NextCounter and SendCount are safe for concurrent use and allocate
+// nothing; the exported fields are set by DeriveKeypair and read-only after.
+type Keypair struct {
+	LocalIndex  uint32 // receiver index peers put on messages to us
+	RemoteIndex uint32 // receiver index we put on messages to the peer
+	Created     time.Time
+	Initiator   bool
+
+	keys        atomic.Pointer[transportKeys] // nil once wiped
+	sendCounter atomic.Uint64
+	// nonces holds 12-byte nonce buffers. A nonce on the stack would be
+	// moved to the heap on every call, because cipher.AEAD is an interface
+	// and escape analysis must assume its methods keep their arguments.
+	// The pool holds at most one buffer per concurrent Seal or Open, and
+	// the garbage collector empties it when the keypair is idle.
+	nonces sync.Pool
+}
+
+type transportKeys struct {
+	send, recv cipher.AEAD
+}
+
+func newKeypair(send, recv *[hashSize]byte) (*Keypair, error) {
+	s, err := chacha20poly1305.New(send[:])
+	if err != nil {
+		return nil, err
+	}
+	r, err := chacha20poly1305.New(recv[:])
+	if err != nil {
+		return nil, err
+	}
+	kp := new(Keypair)
+	kp.keys.Store(&transportKeys{send: s, recv: r})
+	return kp, nil
+}
+
+// NextCounter reserves the next send counter (the nonce). It reports false
+// once RejectAfterMessages counters were handed out (or the keypair was
+// wiped): the keypair must not send any more.
+func (k *Keypair) NextCounter() (uint64, bool) {
+	for {
+		n := k.sendCounter.Load()
+		if n >= RejectAfterMessages {
+			return 0, false
+		}
+		// A compare-and-swap rather than an add: the counter must never
+		// move past the limit, however many callers race at it.
+		if k.sendCounter.CompareAndSwap(n, n+1) {
+			return n, true
+		}
+	}
+}
+
+// SendCount is how many send counters were handed out, for the rekey rule
+// (RekeyAfterMessages).
+func (k *Keypair) SendCount() uint64 { return k.sendCounter.Load() }
+
+func (k *Keypair) nonce(counter uint64) *[chacha20poly1305.NonceSize]byte {
+	n, _ := k.nonces.Get().(*[chacha20poly1305.NonceSize]byte)
+	if n == nil {
+		n = new([chacha20poly1305.NonceSize]byte) // first four bytes stay zero
+	}
+	binary.LittleEndian.PutUint64(n[4:], counter)
+	return n
+}
+
+// Seal encrypts plaintext with the send key and counter and appends the
+// ciphertext and tag to dst, like cipher.AEAD.Seal without additional data.
+// To encrypt in place, plaintext must start where the output does
+// (dst = buf[:16], plaintext = buf[16:16+n]). A wiped keypair appends
+// nothing.
+func (k *Keypair) Seal(dst []byte, counter uint64, plaintext []byte) []byte {
+	keys := k.keys.Load()
+	if keys == nil {
+		return dst
+	}
+	n := k.nonce(counter)
+	out := keys.send.Seal(dst, n[:], plaintext, nil)
+	k.nonces.Put(n)
+	return out
+}
+
+// Open decrypts ciphertext (including its tag) with the receive key and
+// counter, appending the plaintext to dst like cipher.AEAD.Open. It returns
+// ErrDecrypt if authentication fails. The replay check is the caller's.
+func (k *Keypair) Open(dst []byte, counter uint64, ciphertext []byte) ([]byte, error) {
+	keys := k.keys.Load()
+	if keys == nil {
+		return nil, ErrKeypairWiped
+	}
+	n := k.nonce(counter)
+	out, err := keys.recv.Open(dst, n[:], ciphertext, nil)
+	k.nonces.Put(n)
+	if err != nil {
+		return nil, ErrDecrypt
+	}
+	return out, nil
+}
+
+// Wipe drops the keys (the key-zeroing timer, or the peer's removal): Open
+// fails with ErrKeypairWiped, Seal appends nothing and NextCounter reports
+// false from then on. The AEADs of x/crypto keep a key copy that cannot be
+// zeroed; dropping the last reference is the most Go allows.
+func (k *Keypair) Wipe() {
+	k.keys.Store(nil)
+	k.sendCounter.Store(RejectAfterMessages)
+}
+
+// Keypairs is a peer's previous, current and next keypair. It is plain state
+// without a lock: the device guards it.
+//
+// Current is what we send with. Next is a responder's keypair that is not
+// yet confirmed: the initiator may not have our response, so we must not
+// send with it until the first message arrives under it (Confirm). Previous
+// still decrypts messages in flight from before the last rotation.
+type Keypairs struct {
+	Previous, Current, Next *Keypair
+}
+
+// Install adds a freshly derived keypair. An initiator's (k.Initiator) is
+// confirmed already, since the response proved the peer has it: it becomes
+// Current, and the old Current (or a pending Next, which the peer may have
+// started using) becomes Previous. A responder's becomes Next and Previous is
+// dropped. It returns the keypairs dropped, so the caller frees their
+// indices; unused entries are nil.
+func (s *Keypairs) Install(k *Keypair) (evicted [2]*Keypair) {
+	if k == nil {
+		return evicted
+	}
+	if k.Initiator {
+		if s.Next != nil {
+			evicted = [2]*Keypair{s.Previous, s.Current}
+			s.Previous = s.Next
+			s.Next = nil
+		} else {
+			evicted = [2]*Keypair{s.Previous, nil}
+			s.Previous = s.Current
+		}
+		s.Current = k
+		return evicted
+	}
+	evicted = [2]*Keypair{s.Next, s.Previous}
+	s.Next = k
+	s.Previous = nil
+	return evicted
+}
+
+// Confirm is called with the keypair the first message of a session
+// decrypted under. If that is Next, Next becomes Current, Current becomes
+// Previous and the old Previous is returned to be freed. Otherwise nothing
+// changes and it returns nil.
+func (s *Keypairs) Confirm(k *Keypair) (evicted *Keypair) {
+	if k == nil || k != s.Next {
+		return nil
+	}
+	evicted = s.Previous
+	s.Previous = s.Current
+	s.Current = s.Next
+	s.Next = nil
+	return evicted
+}
+
+// Clear removes all keypairs and returns them (nil entries for empty slots).
+func (s *Keypairs) Clear() (evicted [3]*Keypair) {
+	evicted = [3]*Keypair{s.Previous, s.Current, s.Next}
+	*s = Keypairs{}
+	return evicted
+}
+
+// Lookup returns which of the three keypairs has local index idx, or nil.
+func (s *Keypairs) Lookup(idx uint32) *Keypair {
+	for _, k := range [3]*Keypair{s.Current, s.Previous, s.Next} {
+		if k != nil && k.LocalIndex == idx {
+			return k
+		}
+	}
+	return nil
+}
