@@ -68,6 +68,15 @@ type Stats struct {
 	RxBadControl   uint64 // GRO control messages that did not parse
 	SendErrors     uint64
 	StickyFallback uint64 // sends retried without the sticky source address
+
+	// The counters below show how well batching and offloads work: a
+	// message is one entry of a recvmmsg/sendmmsg (or one recvmsg/sendmsg),
+	// a packet is one WireGuard datagram. Packets per message above 1 means
+	// GRO/GSO coalesced them.
+	RxPackets  uint64
+	RxMessages uint64
+	TxPackets  uint64
+	TxMessages uint64
 }
 
 // StatsBind is implemented by binds that keep Stats.
@@ -77,6 +86,9 @@ type StatsBind interface {
 
 // ErrBindClosed is returned by Send on a closed bind.
 var ErrBindClosed = errors.New("conn: bind closed")
+
+// ErrBindOpen is returned by Open on a bind that is already open.
+var ErrBindOpen = errors.New("conn: bind already open")
 
 // ParseEndpoint parses "ip:port" or "[ipv6]:port" (no host names: resolving
 // is the client's job, as in the UAPI protocol).

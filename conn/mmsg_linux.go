@@ -1,0 +1,95 @@
+package conn
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// mmsgCall runs recvmmsg or sendmmsg on a socket through its RawConn, so
+// the runtime poller parks the goroutine while the socket is not ready and
+// Close wakes it. The callbacks are method values bound once in
+// newMmsgCall: a call allocates nothing. (x/net's ipv4.PacketConn.ReadBatch
+// would, since it returns each peer address as a fresh *net.UDPAddr.)
+type mmsgCall struct {
+	msgs   []unix.Mmsghdr
+	n      int
+	errno  syscall.Errno
+	recvFn func(fd uintptr) bool
+	sendFn func(fd uintptr) bool
+}
+
+// errNoProgress guards the send loop against a kernel that reports success
+// for zero messages.
+var errNoProgress = errors.New("conn: sendmmsg sent nothing")
+
+func newMmsgCall() *mmsgCall {
+	c := &mmsgCall{}
+	c.recvFn = c.recv
+	c.sendFn = c.send
+	return c
+}
+
+func (c *mmsgCall) recv(fd uintptr) bool { return c.do(unix.SYS_RECVMMSG, fd) }
+func (c *mmsgCall) send(fd uintptr) bool { return c.do(unix.SYS_SENDMMSG, fd) }
+
+// do runs one syscall on the non-blocking fd; false asks the poller to wait
+// for readiness and call again.
+func (c *mmsgCall) do(trap, fd uintptr) bool {
+	for {
+		n, _, e := unix.Syscall6(trap, fd, uintptr(unsafe.Pointer(&c.msgs[0])), uintptr(len(c.msgs)), 0, 0, 0)
+		switch e {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		case 0:
+			c.n, c.errno = int(n), 0
+		default:
+			c.n, c.errno = 0, e
+		}
+		return true
+	}
+}
+
+// recvmmsg reads up to len(msgs) messages, blocking until at least one is
+// there. A closed socket yields an error wrapping net.ErrClosed.
+func (c *mmsgCall) recvmmsg(rc syscall.RawConn, msgs []unix.Mmsghdr) (int, error) {
+	c.msgs, c.n, c.errno = msgs, 0, 0
+	err := rc.Read(c.recvFn)
+	c.msgs = nil
+	if err != nil {
+		return 0, err
+	}
+	if c.errno != 0 {
+		return 0, os.NewSyscallError("recvmmsg", c.errno)
+	}
+	return c.n, nil
+}
+
+// sendmmsg writes msgs in order and returns how many went out. The kernel
+// stops at the first message that fails; its errno is returned bare (a
+// syscall.Errno) so the caller can decide on a fallback, while a closed
+// socket yields an error wrapping net.ErrClosed.
+func (c *mmsgCall) sendmmsg(rc syscall.RawConn, msgs []unix.Mmsghdr) (int, error) {
+	sent := 0
+	for sent < len(msgs) {
+		c.msgs, c.n, c.errno = msgs[sent:], 0, 0
+		err := rc.Write(c.sendFn)
+		c.msgs = nil
+		if err != nil {
+			return sent, err
+		}
+		if c.errno != 0 {
+			return sent, c.errno
+		}
+		if c.n <= 0 {
+			return sent, errNoProgress
+		}
+		sent += c.n
+	}
+	return sent, nil
+}

@@ -1,0 +1,73 @@
+package conn
+
+import "runtime"
+
+// Options configure the UDP binds. The zero value is a good default.
+type Options struct {
+	// BatchSize is the most datagrams one ReceiveFunc call returns and the
+	// number of recvmmsg/sendmmsg entries per syscall. Default 128, at most
+	// 1024 (the kernel's limit on entries per call).
+	BatchSize int
+	// DisableGSO turns off UDP_SEGMENT on send; DisableGRO turns off
+	// UDP_GRO on receive. Both offloads are also turned off at run time
+	// when the kernel refuses them, and counted in Stats.
+	DisableGSO, DisableGRO bool
+	// SocketBuffer is SO_RCVBUF/SO_SNDBUF per socket in bytes (default
+	// 7 MiB; negative keeps the kernel's default). With CAP_NET_ADMIN the
+	// FORCE variants are used so net.core.rmem_max does not cap it.
+	SocketBuffer int
+	// GROBuffers is how many 64 KiB buffers a socket reads coalesced
+	// datagrams into per recvmmsg (default min(32, BatchSize)). It bounds
+	// receive memory at GROBuffers*64 KiB per socket while still letting
+	// one syscall carry many more datagrams than BatchSize.
+	GROBuffers int
+	// MaxConcurrentSends bounds the Sends in flight at once on the Linux
+	// bind; more wait for one to finish (default max(4, 2*GOMAXPROCS)).
+	// Each holds about 20 KiB of syscall scratch for BatchSize datagrams.
+	MaxConcurrentSends int
+	// Logf receives rare events (offload fallbacks, socket setup); nil
+	// discards. The data path never logs per packet, it counts.
+	Logf func(format string, args ...any)
+}
+
+const (
+	defaultBatchSize    = 128
+	maxBatchSize        = 1024 // UIO_MAXIOV bounds the entries of one mmsg call
+	defaultSocketBuffer = 7 << 20
+	defaultGROBuffers   = 32
+	// groBufferSize holds the largest coalesced message the kernel builds:
+	// UDP GRO stops merging at 64 KiB of payload.
+	groBufferSize = 1<<16 - 1
+)
+
+// withDefaults returns o with zero fields replaced by defaults and values
+// outside the supported range clamped, so every bind validates once.
+func (o Options) withDefaults() Options {
+	if o.BatchSize <= 0 {
+		o.BatchSize = defaultBatchSize
+	}
+	if o.BatchSize > maxBatchSize {
+		o.BatchSize = maxBatchSize
+	}
+	if o.SocketBuffer == 0 {
+		o.SocketBuffer = defaultSocketBuffer
+	}
+	if o.GROBuffers <= 0 {
+		o.GROBuffers = min(defaultGROBuffers, o.BatchSize)
+	}
+	if o.GROBuffers > o.BatchSize {
+		o.GROBuffers = o.BatchSize
+	}
+	if o.MaxConcurrentSends <= 0 {
+		// Two per CPU covers the per-peer sequencers flushing in parallel.
+		o.MaxConcurrentSends = max(4, 2*runtime.GOMAXPROCS(0))
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return o
+}
+
+// NewDefault returns the best bind for this platform: the batched,
+// offloading Linux bind on Linux and the portable one elsewhere.
+func NewDefault(opts Options) Bind { return newDefault(opts) }

@@ -1,0 +1,254 @@
+package conn
+
+import (
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+)
+
+// receiver is the state behind one socket's ReceiveFunc: the recvmmsg
+// arrays, and with UDP_GRO the 64 KiB buffers coalesced messages land in
+// plus what is left of them after a call. Its memory is fixed at open. One
+// call runs at a time (tok), which keeps the leftovers of a GRO read in
+// arrival order for the next call.
+type receiver struct {
+	sock  *udpSocket
+	stats *counters
+	tok   chan struct{} // capacity 1; full while a call runs
+	call  *mmsgCall
+	msgs  []unix.Mmsghdr
+	iovs  []unix.Iovec
+	names []sockaddrBuf
+	ctrl  []byte // rxCtrlSpace per message
+
+	// With GRO only: gro are the read buffers; held[next:nheld] are parsed
+	// messages that still have datagrams for the caller.
+	gro         [][]byte
+	held        []heldMsg
+	next, nheld int
+}
+
+// heldMsg is a coalesced message being split: data is what is left of it,
+// seg the size of each datagram in it (the last may be shorter), left how
+// many datagrams remain (a zero-length datagram is one too), and ep the
+// endpoint every one of them shares.
+type heldMsg struct {
+	data []byte
+	seg  int
+	left int
+	ep   Endpoint
+}
+
+func newReceiver(s *udpSocket, o Options, st *counters) *receiver {
+	n := o.BatchSize
+	if s.gro {
+		n = o.GROBuffers
+	}
+	r := &receiver{
+		sock:  s,
+		stats: st,
+		tok:   make(chan struct{}, 1),
+		call:  newMmsgCall(),
+		msgs:  make([]unix.Mmsghdr, n),
+		iovs:  make([]unix.Iovec, n),
+		names: make([]sockaddrBuf, n),
+		ctrl:  make([]byte, n*rxCtrlSpace),
+	}
+	for i := range r.msgs {
+		h := &r.msgs[i].Hdr
+		h.Name = &r.names[i][0]
+		h.Iov = &r.iovs[i]
+		h.SetIovlen(1)
+		h.Control = &r.ctrl[i*rxCtrlSpace]
+	}
+	if s.gro {
+		backing := make([]byte, n*groBufferSize)
+		r.gro = make([][]byte, n)
+		for i := range r.gro {
+			r.gro[i] = backing[i*groBufferSize : (i+1)*groBufferSize : (i+1)*groBufferSize]
+		}
+		r.held = make([]heldMsg, n)
+	}
+	return r
+}
+
+// receive is the ReceiveFunc.
+func (r *receiver) receive(bufs [][]byte, sizes []int, eps []Endpoint) (int, error) {
+	n := min(len(bufs), len(sizes), len(eps))
+	if n == 0 {
+		return 0, nil
+	}
+	r.tok <- struct{}{}
+	defer r.release()
+	if r.gro != nil {
+		return r.receiveGRO(bufs[:n], sizes, eps)
+	}
+	return r.receiveDirect(bufs[:n], sizes, eps)
+}
+
+func (r *receiver) release() { <-r.tok }
+
+// prepare readies message i to read into buf. The kernel overwrites the
+// name and control lengths and the flags on every read, and a control
+// buffer must be zero before it is reused: a stale UDP_GRO message left in
+// it would split the next datagram at a wrong size.
+func (r *receiver) prepare(i int, buf []byte) {
+	r.iovs[i].Base = nil
+	if len(buf) > 0 {
+		r.iovs[i].Base = &buf[0]
+	}
+	r.iovs[i].SetLen(len(buf))
+	h := &r.msgs[i].Hdr
+	h.Namelen = uint32(len(sockaddrBuf{}))
+	clear(r.ctrl[i*rxCtrlSpace : (i+1)*rxCtrlSpace])
+	h.SetControllen(rxCtrlSpace)
+	h.Flags = 0
+	r.msgs[i].Len = 0
+}
+
+// decode reads the peer and control of message i after a read. ok false
+// means drop it; the reason is counted.
+func (r *receiver) decode(i int) (ep Endpoint, seg int, ok bool) {
+	h := &r.msgs[i].Hdr
+	if h.Flags&unix.MSG_TRUNC != 0 {
+		r.stats.rxOversize.Add(1)
+		return Endpoint{}, 0, false
+	}
+	if h.Flags&unix.MSG_CTRUNC != 0 {
+		r.stats.rxBadControl.Add(1)
+		return Endpoint{}, 0, false
+	}
+	dst, ok := parseSockaddr(r.names[i][:min(int(h.Namelen), len(sockaddrBuf{}))])
+	if !ok {
+		r.stats.rxBadControl.Add(1)
+		return Endpoint{}, 0, false
+	}
+	ctl := r.ctrl[i*rxCtrlSpace : (i+1)*rxCtrlSpace]
+	c, err := parseControl(ctl[:min(int(h.Controllen), len(ctl))])
+	if err != nil {
+		r.stats.rxBadControl.Add(1)
+		return Endpoint{}, 0, false
+	}
+	ep = Endpoint{
+		Dst:        netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()),
+		Src:        c.src.Unmap(),
+		SrcIfIndex: c.ifIndex,
+	}
+	return ep, c.segSize, true
+}
+
+// forget drops the references the iovecs hold to the caller's buffers.
+func (r *receiver) forget(n int) {
+	for i := range n {
+		r.iovs[i].Base = nil
+	}
+}
+
+// receiveDirect reads datagrams straight into the caller's buffers: without
+// GRO every message is one datagram, so there is nothing to split.
+func (r *receiver) receiveDirect(bufs [][]byte, sizes []int, eps []Endpoint) (int, error) {
+	n := min(len(bufs), len(r.msgs))
+	for {
+		for i := range n {
+			r.prepare(i, bufs[i])
+		}
+		got, err := r.call.recvmmsg(r.sock.rc, r.msgs[:n])
+		r.forget(n)
+		if err != nil {
+			return 0, err
+		}
+		out := 0
+		for i := range got {
+			ep, _, ok := r.decode(i)
+			if !ok {
+				continue
+			}
+			l := int(r.msgs[i].Len)
+			if out != i {
+				// Rare: only after a dropped message. Keep the batch dense.
+				copy(bufs[out], bufs[i][:l])
+			}
+			sizes[out], eps[out] = l, ep
+			out++
+		}
+		r.stats.rxMessages.Add(uint64(got))
+		r.stats.rxPackets.Add(uint64(out))
+		if out > 0 {
+			return out, nil
+		}
+	}
+}
+
+// receiveGRO hands out the datagrams left from the last read and reads
+// again only when none are left, so one recvmmsg of coalesced messages can
+// feed several calls.
+func (r *receiver) receiveGRO(bufs [][]byte, sizes []int, eps []Endpoint) (int, error) {
+	for {
+		if out := r.drain(bufs, sizes, eps); out > 0 {
+			return out, nil
+		}
+		if err := r.readGRO(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// readGRO reads up to len(r.gro) messages into the GRO buffers and parses
+// them into held. It must only run once held is empty.
+func (r *receiver) readGRO() error {
+	for i := range r.gro {
+		r.prepare(i, r.gro[i])
+	}
+	got, err := r.call.recvmmsg(r.sock.rc, r.msgs[:len(r.gro)])
+	if err != nil {
+		return err
+	}
+	r.next, r.nheld = 0, 0
+	for i := range got {
+		ep, seg, ok := r.decode(i)
+		if !ok {
+			continue
+		}
+		l := int(r.msgs[i].Len)
+		left := 1
+		if seg > 0 && l > seg {
+			left = (l + seg - 1) / seg
+		} else {
+			seg = l
+		}
+		r.held[r.nheld] = heldMsg{data: r.gro[i][:l], seg: seg, left: left, ep: ep}
+		r.nheld++
+	}
+	r.stats.rxMessages.Add(uint64(got))
+	return nil
+}
+
+// drain copies held datagrams into bufs in order, each with its message's
+// endpoint (so every segment of a coalesced read keeps the destination
+// address the peer wrote to). It returns how many it delivered; one that
+// does not fit its buffer is dropped and counted, not truncated.
+func (r *receiver) drain(bufs [][]byte, sizes []int, eps []Endpoint) int {
+	out := 0
+	var oversize uint64
+	for out < len(bufs) && r.next < r.nheld {
+		h := &r.held[r.next]
+		l := min(h.seg, len(h.data))
+		d := h.data[:l]
+		h.data = h.data[l:]
+		if h.left--; h.left == 0 {
+			r.next++
+		}
+		if l > len(bufs[out]) {
+			oversize++
+			continue
+		}
+		sizes[out] = copy(bufs[out], d)
+		eps[out] = h.ep
+		out++
+	}
+	if oversize > 0 {
+		r.stats.rxOversize.Add(oversize)
+	}
+	r.stats.rxPackets.Add(uint64(out))
+	return out
+}

@@ -1,0 +1,223 @@
+package conn
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// sendScratch is what one Send needs for the syscall: a message per GSO
+// group, an iovec per datagram (the kernel gathers a group's datagrams
+// straight from the caller's buffers, so coalescing copies nothing), a
+// control area per message and the destination address they all share.
+// Scratches come from a bounded free list and are sized for BatchSize.
+type sendScratch struct {
+	call    *mmsgCall
+	msgs    []unix.Mmsghdr
+	iovs    []unix.Iovec
+	ctrl    []byte // txCtrlSpace per message
+	groups  []gsoGroup
+	name    sockaddrBuf
+	nameLen uint32
+}
+
+func newSendScratch(batch int) *sendScratch {
+	return &sendScratch{
+		call:   newMmsgCall(),
+		msgs:   make([]unix.Mmsghdr, batch),
+		iovs:   make([]unix.Iovec, batch),
+		ctrl:   make([]byte, batch*txCtrlSpace),
+		groups: make([]gsoGroup, 0, batch),
+	}
+}
+
+// sendSource is the sticky source of one Send; it is cleared for the rest
+// of the Send once the kernel rejects it.
+type sendSource struct {
+	addr    netip.Addr
+	ifIndex int32
+}
+
+// stickyErrno reports errnos after which a send is retried without the
+// sticky source: the local address or its interface went away, or no route
+// leaves from it.
+func stickyErrno(e unix.Errno) bool {
+	switch e {
+	case unix.EINVAL, unix.EADDRNOTAVAIL, unix.ENETUNREACH, unix.ENODEV:
+		return true
+	}
+	return false
+}
+
+// gsoErrno reports errnos with which the kernel refuses a UDP_SEGMENT send:
+// EIO when the route's device cannot checksum a segmented packet, EINVAL
+// for a segment size or checksum setting GSO cannot do, and the "unknown
+// option" family on kernels or sockets that lack it.
+func gsoErrno(e unix.Errno) bool {
+	switch e {
+	case unix.EIO, unix.EINVAL, unix.EOPNOTSUPP, unix.ENOPROTOOPT:
+		return true
+	}
+	return false
+}
+
+// Send implements Bind.
+func (b *LinuxBind) Send(bufs [][]byte, ep Endpoint) error {
+	st := b.state.Load()
+	if st == nil {
+		return ErrBindClosed
+	}
+	dst := netip.AddrPortFrom(ep.Dst.Addr().Unmap(), ep.Dst.Port())
+	s := st.v4
+	if dst.Addr().Is6() {
+		s = st.v6
+	}
+	if !dst.Addr().IsValid() || dst.Port() == 0 {
+		b.stats.sendErrors.Add(1)
+		return fmt.Errorf("conn: send to invalid endpoint %v", ep.Dst)
+	}
+	if s == nil {
+		b.stats.sendErrors.Add(1)
+		return fmt.Errorf("conn: send to %v: no socket of that address family", dst)
+	}
+	if len(bufs) == 0 {
+		return nil
+	}
+	// The source must be of the destination's family: a peer that moved
+	// from IPv6 to IPv4 keeps no stale IPv6 source for the new address.
+	src := sendSource{addr: ep.Src.Unmap()}
+	if !s.pktinfo || !src.addr.IsValid() || src.addr.Is4() != dst.Addr().Is4() {
+		src = sendSource{}
+	} else if src.addr.Is6() && src.addr.IsLinkLocalUnicast() {
+		// Only a link-local source needs its interface; for any other the
+		// route decides, so a route moving to another interface does not
+		// strand the peer.
+		src.ifIndex = ep.SrcIfIndex
+	}
+	sc := b.sendPool.get()
+	defer b.sendPool.put(sc)
+	sc.nameLen = uint32(putSockaddr(&sc.name, dst, scopeOf(dst.Addr(), ep.SrcIfIndex)))
+	for len(bufs) > 0 {
+		chunk := bufs[:min(len(bufs), len(sc.msgs))]
+		bufs = bufs[len(chunk):]
+		if err := b.sendChunk(s, sc, chunk, &src); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scopeOf is the IPv6 scope id for a link-local destination: its zone if it
+// has one, else the interface its traffic last arrived on.
+func scopeOf(a netip.Addr, ifIndex int32) uint32 {
+	if !a.Is6() || !(a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast()) {
+		return 0
+	}
+	if z := a.Zone(); z != "" {
+		if n, err := strconv.ParseUint(z, 10, 32); err == nil {
+			return uint32(n)
+		}
+		if ifi, err := net.InterfaceByName(z); err == nil {
+			return uint32(ifi.Index)
+		}
+	}
+	return uint32(ifIndex)
+}
+
+// sendChunk sends at most BatchSize datagrams: plan GSO groups, build one
+// message per group, sendmmsg them, and on a kernel refusal fall back
+// (first the sticky source, then GSO) and resend from the failed message.
+func (b *LinuxBind) sendChunk(s *udpSocket, sc *sendScratch, chunk [][]byte, src *sendSource) error {
+	for len(chunk) > 0 {
+		gso := s.gso.Load()
+		maxSegs := 1
+		if gso {
+			maxSegs = gsoMaxSegments
+		}
+		sc.groups = planGSO(sc.groups[:0], chunk, maxSegs, gsoMaxBytes)
+		nm := sc.build(chunk, *src)
+		sent, err := sc.call.sendmmsg(s.rc, sc.msgs[:nm])
+		sc.forget(len(chunk))
+		b.stats.txMessages.Add(uint64(sent))
+		if sent > 0 {
+			b.stats.txPackets.Add(uint64(sc.groups[sent-1].end))
+		}
+		if err == nil {
+			return nil
+		}
+		failed := sc.groups[sent]
+		chunk = chunk[failed.start:]
+		var errno unix.Errno
+		switch {
+		case errors.Is(err, net.ErrClosed):
+			return ErrBindClosed
+		case !errors.As(err, &errno):
+		case src.addr.IsValid() && stickyErrno(errno):
+			// Tried first: a vanished local address is far more common
+			// than a GSO refusal, and both can answer EINVAL.
+			*src = sendSource{}
+			b.stats.stickyFallback.Add(1)
+			continue
+		case gso && failed.end-failed.start > 1 && gsoErrno(errno):
+			if s.gso.CompareAndSwap(true, false) {
+				b.opts.Logf("conn: kernel refused UDP_SEGMENT (%v); sending without GSO on this socket", errno)
+			}
+			b.stats.gsoFallbacks.Add(1)
+			continue
+		}
+		b.stats.sendErrors.Add(1)
+		return fmt.Errorf("conn: send %d datagrams to %v: %w", len(chunk), sc.dst(), os.NewSyscallError("sendmmsg", err))
+	}
+	return nil
+}
+
+// build fills one message per planned group and returns the count.
+func (sc *sendScratch) build(chunk [][]byte, src sendSource) int {
+	iov := 0
+	for gi, g := range sc.groups {
+		first := iov
+		for _, buf := range chunk[g.start:g.end] {
+			v := &sc.iovs[iov]
+			v.Base = nil
+			if len(buf) > 0 {
+				v.Base = &buf[0]
+			}
+			v.SetLen(len(buf))
+			iov++
+		}
+		m := &sc.msgs[gi]
+		m.Len = 0
+		m.Hdr = unix.Msghdr{Name: &sc.name[0], Namelen: sc.nameLen, Iov: &sc.iovs[first]}
+		m.Hdr.SetIovlen(g.end - g.start)
+		c := control{src: src.addr, ifIndex: src.ifIndex}
+		if g.end-g.start > 1 {
+			c.segSize = g.seg
+		}
+		ctl := sc.ctrl[gi*txCtrlSpace : (gi+1)*txCtrlSpace]
+		// The area is sized for the largest control, so this cannot fail.
+		if n, _ := writeControl(ctl, c); n > 0 {
+			m.Hdr.Control = &ctl[0]
+			m.Hdr.SetControllen(n)
+		}
+	}
+	return len(sc.groups)
+}
+
+// forget drops the references the iovecs hold to the caller's buffers,
+// which the caller may reuse once Send returns.
+func (sc *sendScratch) forget(n int) {
+	for i := range n {
+		sc.iovs[i].Base = nil
+	}
+}
+
+// dst decodes the destination for an error message.
+func (sc *sendScratch) dst() netip.AddrPort {
+	ap, _ := parseSockaddr(sc.name[:sc.nameLen])
+	return ap
+}

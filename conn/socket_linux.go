@@ -1,0 +1,77 @@
+package conn
+
+import (
+	"net"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// udpSocket is one of the Linux bind's sockets (IPv4 or IPv6) with the
+// offloads it negotiated with the kernel.
+type udpSocket struct {
+	conn *net.UDPConn
+	rc   syscall.RawConn
+	v6   bool
+	// gro is fixed at open: the receiver reads into 64 KiB buffers and
+	// splits only when the kernel accepted UDP_GRO.
+	gro bool
+	// gso starts true when the kernel knows UDP_SEGMENT and is cleared for
+	// good the first time it refuses a segmented send.
+	gso atomic.Bool
+	// pktinfo is whether the kernel reports each datagram's local address,
+	// which sticky source addresses need.
+	pktinfo bool
+}
+
+// newUDPSocket sets up c: buffers, PKTINFO, and the offloads the options
+// allow. Only a failure that makes the socket unusable is an error; a
+// missing optional feature is logged and counted.
+func newUDPSocket(c *net.UDPConn, v6 bool, o Options, mark uint32, st *counters) (*udpSocket, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	s := &udpSocket{conn: c, rc: rc, v6: v6}
+	if err := setSocketBuffers(c, o.SocketBuffer); err != nil {
+		o.Logf("conn: %v", err)
+	}
+	if mark != 0 {
+		if err := setMark(c, mark); err != nil {
+			return nil, err
+		}
+	}
+	level, opt := unix.IPPROTO_IP, unix.IP_PKTINFO
+	if v6 {
+		level, opt = unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO
+	}
+	if err := sockoptControl(c, func(fd int) error { return unix.SetsockoptInt(fd, level, opt, 1) }); err != nil {
+		o.Logf("conn: no packet info, sticky source addresses off: %v", err)
+	} else {
+		s.pktinfo = true
+	}
+	if !o.DisableGRO {
+		err := sockoptControl(c, func(fd int) error { return unix.SetsockoptInt(fd, unix.SOL_UDP, unix.UDP_GRO, 1) })
+		if err != nil {
+			st.groFallbacks.Add(1)
+			o.Logf("conn: UDP_GRO unavailable, receiving one datagram per message: %v", err)
+		} else {
+			s.gro = true
+		}
+	}
+	if !o.DisableGSO {
+		// A kernel that knows UDP_SEGMENT answers the getsockopt; one that
+		// does not would reject the cmsg on every send.
+		err := sockoptControl(c, func(fd int) error {
+			_, err := unix.GetsockoptInt(fd, unix.SOL_UDP, unix.UDP_SEGMENT)
+			return err
+		})
+		if err != nil {
+			o.Logf("conn: UDP_SEGMENT unavailable, sending one datagram per message: %v", err)
+		} else {
+			s.gso.Store(true)
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,33 @@
+package conn
+
+import "sync/atomic"
+
+// counters are a bind's Stats as atomics, updated once per batch on the data
+// path rather than once per packet where the code allows.
+type counters struct {
+	gsoFallbacks   atomic.Uint64
+	groFallbacks   atomic.Uint64
+	rxOversize     atomic.Uint64
+	rxBadControl   atomic.Uint64
+	sendErrors     atomic.Uint64
+	stickyFallback atomic.Uint64
+	rxPackets      atomic.Uint64
+	rxMessages     atomic.Uint64
+	txPackets      atomic.Uint64
+	txMessages     atomic.Uint64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		GSOFallbacks:   c.gsoFallbacks.Load(),
+		GROFallbacks:   c.groFallbacks.Load(),
+		RxOversize:     c.rxOversize.Load(),
+		RxBadControl:   c.rxBadControl.Load(),
+		SendErrors:     c.sendErrors.Load(),
+		StickyFallback: c.stickyFallback.Load(),
+		RxPackets:      c.rxPackets.Load(),
+		RxMessages:     c.rxMessages.Load(),
+		TxPackets:      c.txPackets.Load(),
+		TxMessages:     c.txMessages.Load(),
+	}
+}
