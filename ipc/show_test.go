@@ -1,0 +1,124 @@
+package ipc_test
+
+import (
+	"bytes"
+	"net/netip"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/ipc"
+)
+
+func showStatus() device.Status {
+	st := sampleStatus()
+	now := time.Unix(1700000000, 0)
+	st.Peers[0].LastHandshake = now.Add(-(time.Hour*24*366 + time.Hour*2 + time.Minute + 3*time.Second))
+	st.Peers[0].RxBytes = 1536
+	st.Peers[0].TxBytes = 3<<20 + 3<<19
+	st.Peers[1].LastHandshake = now.Add(-63 * time.Second)
+	st.Peers[1].RxBytes = 12
+	st.Peers[1].PersistentKeepalive = 3661
+	st.Peers = append(st.Peers, device.PeerStatus{PublicKey: key(5), Endpoint: netip.MustParseAddrPort("[fe80::1%eth0]:51820"),
+		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("::/0")}, TxBytes: 5 << 40})
+	return st
+}
+
+func TestFormatShow(t *testing.T) {
+	st := showStatus()
+	pub := st.PublicKey.String()
+	want := "interface: wg0\n" +
+		"  public key: " + pub + "\n" +
+		"  private key: (hidden)\n" +
+		"  listening port: 51820\n" +
+		"  fwmark: 0x20\n" +
+		"\n" +
+		"peer: " + b64(4) + "\n" +
+		"  allowed ips: (none)\n" +
+		"  latest handshake: 1 minute, 3 seconds ago\n" +
+		"  transfer: 12 B received, 0 B sent\n" +
+		"  persistent keepalive: every 1 hour, 1 minute, 1 second\n" +
+		"\n" +
+		"peer: " + b64(2) + "\n" +
+		"  preshared key: (hidden)\n" +
+		"  endpoint: 192.0.2.1:51820\n" +
+		"  allowed ips: 10.0.0.0/8, fd00::/64\n" +
+		"  latest handshake: 1 year, 1 day, 2 hours, 1 minute, 3 seconds ago\n" +
+		"  transfer: 1.50 KiB received, 4.50 MiB sent\n" +
+		"  persistent keepalive: every 25 seconds\n" +
+		"\n" +
+		"peer: " + b64(5) + "\n" +
+		"  endpoint: [fe80::1%eth0]:51820\n" +
+		"  allowed ips: ::/0\n" +
+		"  transfer: 0 B received, 5.00 TiB sent\n" +
+		"\n" +
+		"counters:\n" +
+		"  rx_drop_replay: 3\n" +
+		"  handshakes: 9223372036854775808\n"
+	var b bytes.Buffer
+	if err := ipc.FormatShow(&b, "wg0", st, ipc.ShowOptions{Now: time.Unix(1700000000, 0), Counters: true}); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+func TestFormatShowKeysAndEdges(t *testing.T) {
+	priv := noise.PrivateKey(key(1))
+	now := time.Unix(1000, 0)
+	st := device.Status{PrivateKey: priv, Peers: []device.PeerStatus{
+		{PublicKey: key(2), PresharedKey: key(3), LastHandshake: now, RxBytes: 1 << 30},
+		{PublicKey: key(4), LastHandshake: now.Add(time.Minute)},
+	}}
+	want := "interface: wg1\n" +
+		"  public key: " + priv.PublicKey().String() + "\n" +
+		"  private key: " + priv.String() + "\n" +
+		"\n" +
+		"peer: " + b64(4) + "\n" +
+		"  allowed ips: (none)\n" +
+		"  latest handshake: (System clock wound backward; connection problems may ensue.)\n" +
+		"\n" +
+		"peer: " + b64(2) + "\n" +
+		"  preshared key: " + b64(3) + "\n" +
+		"  allowed ips: (none)\n" +
+		"  latest handshake: Now\n" +
+		"  transfer: 1.00 GiB received, 0 B sent\n"
+	var b bytes.Buffer
+	if err := ipc.FormatShow(&b, "wg1", st, ipc.ShowOptions{Now: now, ShowKeys: true}); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	ipc.FormatShow(&b, "wg2", device.Status{}, ipc.ShowOptions{})
+	if b.String() != "interface: wg2\n" {
+		t.Fatalf("empty device: %q", b.String())
+	}
+}
+
+func TestFormatDump(t *testing.T) {
+	st := showStatus()
+	priv, pub := st.PrivateKey.String(), st.PublicKey.String()
+	want := priv + "\t" + pub + "\t51820\t0x20\n" +
+		b64(2) + "\t" + b64(3) + "\t192.0.2.1:51820\t10.0.0.0/8,fd00::/64\t" + itoa(st.Peers[0].LastHandshake.Unix()) + "\t1536\t4718592\t25\n" +
+		b64(4) + "\t(none)\t(none)\t(none)\t1699999937\t12\t0\t3661\n" +
+		b64(5) + "\t(none)\t[fe80::1%eth0]:51820\t::/0\t0\t0\t5497558138880\toff\n"
+	var b bytes.Buffer
+	if err := ipc.FormatDump(&b, "", st); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	ipc.FormatDump(&b, "wg0", device.Status{ListenPort: 1})
+	if b.String() != "wg0\t(none)\t(none)\t1\toff\n" {
+		t.Fatalf("show all dump of an empty device: %q", b.String())
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
