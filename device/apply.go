@@ -1,0 +1,273 @@
+package device
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"time"
+
+	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device/noise"
+)
+
+// ErrInvalidConfig is wrapped by Apply errors about the request itself.
+var ErrInvalidConfig = errors.New("device: invalid configuration")
+
+// ErrPortInUse is wrapped when the requested listen port cannot be bound.
+var ErrPortInUse = errors.New("device: listen port unavailable")
+
+// validate checks a whole Config before any of it is applied.
+func validate(cfg *Config) error {
+	for i := range cfg.Peers {
+		pc := &cfg.Peers[i]
+		if pc.PublicKey.IsZero() {
+			return fmt.Errorf("%w: peer %d has an all-zero public key", ErrInvalidConfig, i)
+		}
+		if pc.ProtocolVersion != nil && *pc.ProtocolVersion != 1 {
+			return fmt.Errorf("%w: peer %s: protocol_version %d is not supported (only 1)", ErrInvalidConfig, pc.PublicKey, *pc.ProtocolVersion)
+		}
+		if pc.Endpoint != nil && (!pc.Endpoint.IsValid() || pc.Endpoint.Port() == 0 || pc.Endpoint.Addr().IsUnspecified()) {
+			return fmt.Errorf("%w: peer %s: endpoint %v is not a usable address", ErrInvalidConfig, pc.PublicKey, *pc.Endpoint)
+		}
+		for _, a := range pc.AllowedIPs {
+			if !a.Prefix.IsValid() {
+				return fmt.Errorf("%w: peer %s: invalid allowed IP %v", ErrInvalidConfig, pc.PublicKey, a.Prefix)
+			}
+		}
+	}
+	return nil
+}
+
+// Apply validates cfg as a whole and then applies all of it, or returns an
+// error and changes nothing.
+func (d *Device) Apply(cfg *Config) error {
+	if err := validate(cfg); err != nil {
+		return err
+	}
+	d.cfgMu.Lock()
+	defer d.cfgMu.Unlock()
+	if d.stopping() {
+		return ErrClosed
+	}
+	// The only step that can fail for reasons outside the request is binding
+	// the port, so it goes first.
+	if cfg.ListenPort != nil && *cfg.ListenPort != d.listenPort {
+		if err := d.rebindLocked(*cfg.ListenPort); err != nil {
+			return err
+		}
+	}
+	if cfg.FwMark != nil && *cfg.FwMark != d.fwmark {
+		d.fwmark = *cfg.FwMark
+		if err := d.bind.SetMark(d.fwmark); err != nil {
+			d.opts.Logf("device: setting fwmark %d: %v", d.fwmark, err)
+		}
+	}
+	if cfg.PrivateKey != nil {
+		d.setPrivateKeyLocked(*cfg.PrivateKey)
+	}
+	if cfg.ReplacePeers {
+		d.removeAllPeersLocked()
+	}
+	now := d.now()
+	for i := range cfg.Peers {
+		d.applyPeerLocked(&cfg.Peers[i], now)
+	}
+	return nil
+}
+
+func (d *Device) rebindLocked(port uint16) error {
+	old := d.listenPort
+	d.bind.Close()
+	d.bindWG.Wait()
+	if err := d.openBindLocked(port); err != nil {
+		if rerr := d.openBindLocked(old); rerr != nil {
+			d.opts.Logf("device: could not reopen port %d either: %v", old, rerr)
+		}
+		return fmt.Errorf("%w: %w", ErrPortInUse, err)
+	}
+	// Sticky source addresses belonged to the old sockets.
+	d.peersMu.RLock()
+	for _, p := range d.peers {
+		p.epMu.Lock()
+		p.ep.ClearSrc()
+		p.epMu.Unlock()
+	}
+	d.peersMu.RUnlock()
+	return nil
+}
+
+func (d *Device) setPrivateKeyLocked(k noise.PrivateKey) {
+	var static *noise.Static
+	var pub noise.PublicKey
+	if !k.IsZero() {
+		static = noise.NewStatic(k)
+		pub = static.Public
+	}
+	if cur := d.static.Load(); cur != nil && static != nil && cur.Private == static.Private {
+		return
+	}
+	d.static.Store(static)
+	if static != nil {
+		d.checker.Store(noise.NewCookieChecker(pub, d.opts.Rand))
+	} else {
+		d.checker.Store(nil)
+	}
+	d.peersMu.Lock()
+	defer d.peersMu.Unlock()
+	for key, p := range d.peers {
+		if static != nil && key == pub {
+			// A peer with our own key can never complete a handshake.
+			d.removePeerLocked(p)
+			continue
+		}
+		p.mu.Lock()
+		p.zeroKeysLocked()
+		p.hs.SetLocal(static)
+		p.mu.Unlock()
+	}
+}
+
+// applyPeerLocked applies one peer section. Turning persistent keepalive on
+// makes the timers due at once, so the wheel sends the first keepalive.
+func (d *Device) applyPeerLocked(pc *PeerConfig, now time.Time) {
+	if s := d.static.Load(); s != nil && s.Public == pc.PublicKey {
+		d.opts.Logf("device: ignoring peer with the interface's own public key")
+		return
+	}
+	d.peersMu.Lock()
+	p := d.peers[pc.PublicKey]
+	if pc.Remove {
+		if p != nil {
+			d.removePeerLocked(p)
+		}
+		d.peersMu.Unlock()
+		return
+	}
+	if p == nil {
+		if pc.UpdateOnly {
+			d.peersMu.Unlock()
+			return
+		}
+		p = d.newPeer(pc.PublicKey)
+		d.peers[pc.PublicKey] = p
+	}
+	d.peersMu.Unlock()
+
+	if pc.Endpoint != nil {
+		p.setEndpoint(conn.Endpoint{Dst: netip.AddrPortFrom(pc.Endpoint.Addr().Unmap(), pc.Endpoint.Port())})
+	}
+	p.mu.Lock()
+	if pc.PresharedKey != nil {
+		p.hs.SetPresharedKey(*pc.PresharedKey)
+	}
+	if pc.PersistentKeepalive != nil {
+		p.keepalive = *pc.PersistentKeepalive
+		p.timers.SetPersistentKeepalive(time.Duration(p.keepalive)*time.Second, now)
+		p.rescheduleLocked()
+	}
+	p.mu.Unlock()
+
+	if pc.ReplaceAllowedIPs || len(pc.AllowedIPs) > 0 {
+		d.aipMu.Lock()
+		if pc.ReplaceAllowedIPs {
+			d.aip.RemoveAll(p)
+		}
+		for _, a := range pc.AllowedIPs {
+			if a.Remove {
+				d.aip.Remove(a.Prefix, p)
+			} else {
+				d.aip.Insert(a.Prefix, p)
+			}
+		}
+		d.aipMu.Unlock()
+	}
+}
+
+func (d *Device) removeAllPeersLocked() {
+	d.peersMu.Lock()
+	for _, p := range d.peers {
+		d.removePeerLocked(p)
+	}
+	d.peersMu.Unlock()
+}
+
+// removePeerLocked forgets p: routes, indices, keys, timers, staged
+// packets. Batches already with the workers finish and are sent; nothing
+// new is accepted for p. Callers hold peersMu.
+func (d *Device) removePeerLocked(p *Peer) {
+	delete(d.peers, p.pub)
+	d.aipMu.Lock()
+	d.aip.RemoveAll(p)
+	d.aipMu.Unlock()
+	p.mu.Lock()
+	p.removed = true
+	p.zeroKeysLocked()
+	p.staged = nil
+	p.timers.Stop()
+	p.mu.Unlock()
+	d.wheel.schedule(p, time.Time{})
+}
+
+// Status is a snapshot of the configuration and counters.
+func (d *Device) Status() Status {
+	d.cfgMu.Lock()
+	st := Status{ListenPort: d.listenPort, FwMark: d.fwmark}
+	d.cfgMu.Unlock()
+	if s := d.static.Load(); s != nil {
+		st.PrivateKey, st.PublicKey = s.Private, s.Public
+	}
+	d.peersMu.RLock()
+	peers := make([]*Peer, 0, len(d.peers))
+	for _, p := range d.peers {
+		peers = append(peers, p)
+	}
+	d.peersMu.RUnlock()
+	sort.Slice(peers, func(i, j int) bool {
+		return string(peers[i].pub[:]) < string(peers[j].pub[:])
+	})
+	st.Peers = make([]PeerStatus, 0, len(peers))
+	d.aipMu.RLock()
+	for _, p := range peers {
+		st.Peers = append(st.Peers, p.status(d.aip.Prefixes(p)))
+	}
+	d.aipMu.RUnlock()
+	st.Counters = d.counterSnapshot()
+	return st
+}
+
+func (p *Peer) status(aips []netip.Prefix) PeerStatus {
+	ps := PeerStatus{
+		PublicKey:       p.pub,
+		TxBytes:         p.txBytes.Load(),
+		RxBytes:         p.rxBytes.Load(),
+		AllowedIPs:      aips,
+		ProtocolVersion: 1,
+	}
+	if ep, ok := p.endpoint(); ok {
+		ps.Endpoint = ep.Dst
+	}
+	p.mu.Lock()
+	ps.PresharedKey = p.hs.PresharedKey()
+	ps.LastHandshake = p.lastHSAt
+	ps.PersistentKeepalive = p.keepalive
+	p.mu.Unlock()
+	return ps
+}
+
+// counterSnapshot is the device's counters followed by the bind's.
+func (d *Device) counterSnapshot() []Counter {
+	out := d.ctr.snapshot()
+	if sb, ok := d.bind.(conn.StatsBind); ok {
+		s := sb.Stats()
+		out = append(out,
+			Counter{"bind_gso_fallbacks", s.GSOFallbacks},
+			Counter{"bind_gro_fallbacks", s.GROFallbacks},
+			Counter{"bind_rx_oversize", s.RxOversize},
+			Counter{"bind_rx_bad_control", s.RxBadControl},
+			Counter{"bind_send_errors", s.SendErrors},
+			Counter{"bind_sticky_fallbacks", s.StickyFallback},
+		)
+	}
+	return out
+}

@@ -1,0 +1,86 @@
+package device
+
+import "sync/atomic"
+
+// counterID names one of the device's own counters. Every drop on the data
+// path has a reason here, and the whole set is visible in `fips-go show`.
+type counterID int
+
+const (
+	cRxGarbage counterID = iota
+	cRxUnknownIndex
+	cRxDecryptFailed
+	cRxReplayed
+	cRxExpiredKeypair
+	cRxBadSource
+	cRxMalformedInner
+	cRxQueueFull
+	cRxHandshakeQueueFull
+	cRxHandshakeBadMAC
+	cRxHandshakeRejected
+	cRxHandshakeRateLimited
+	cRxCookieReplies
+	cTxNoRoute
+	cTxNoEndpoint
+	cTxStagedDropped
+	cTxQueueFull
+	cTxSendErrors
+	cTxTooBig
+	cHandshakeInitiationsSent
+	cHandshakeInitiationsReceived
+	cHandshakeResponsesSent
+	cHandshakeResponsesReceived
+	cHandshakesCompleted
+	cHandshakeGaveUp
+	cCookieRepliesSent
+	cKeepalivesSent
+	cKeysZeroed
+	numCounters
+)
+
+var counterNames = [numCounters]string{
+	cRxGarbage:                    "rx_drop_garbage",
+	cRxUnknownIndex:               "rx_drop_unknown_index",
+	cRxDecryptFailed:              "rx_drop_decrypt_failed",
+	cRxReplayed:                   "rx_drop_replayed",
+	cRxExpiredKeypair:             "rx_drop_expired_keypair",
+	cRxBadSource:                  "rx_drop_source_not_allowed",
+	cRxMalformedInner:             "rx_drop_malformed_inner",
+	cRxQueueFull:                  "rx_drop_queue_full",
+	cRxHandshakeQueueFull:         "rx_drop_handshake_queue_full",
+	cRxHandshakeBadMAC:            "rx_drop_handshake_bad_mac",
+	cRxHandshakeRejected:          "rx_drop_handshake_rejected",
+	cRxHandshakeRateLimited:       "rx_drop_handshake_rate_limited",
+	cRxCookieReplies:              "rx_cookie_replies",
+	cTxNoRoute:                    "tx_drop_no_route",
+	cTxNoEndpoint:                 "tx_drop_no_endpoint",
+	cTxStagedDropped:              "tx_drop_staged_overflow",
+	cTxQueueFull:                  "tx_drop_queue_full",
+	cTxSendErrors:                 "tx_send_errors",
+	cTxTooBig:                     "tx_drop_too_big",
+	cHandshakeInitiationsSent:     "handshake_initiations_sent",
+	cHandshakeInitiationsReceived: "handshake_initiations_received",
+	cHandshakeResponsesSent:       "handshake_responses_sent",
+	cHandshakeResponsesReceived:   "handshake_responses_received",
+	cHandshakesCompleted:          "handshakes_completed",
+	cHandshakeGaveUp:              "handshake_attempts_gave_up",
+	cCookieRepliesSent:            "cookie_replies_sent",
+	cKeepalivesSent:               "keepalives_sent",
+	cKeysZeroed:                   "keys_zeroed",
+}
+
+// counters is the device's set; each is cumulative and updated atomically.
+// Per-packet drop paths add once per batch where they can.
+type counters [numCounters]atomic.Uint64
+
+func (c *counters) add(id counterID, n uint64) { c[id].Add(n) }
+func (c *counters) inc(id counterID)           { c[id].Add(1) }
+func (c *counters) get(id counterID) uint64    { return c[id].Load() }
+
+func (c *counters) snapshot() []Counter {
+	out := make([]Counter, 0, numCounters)
+	for i := range c {
+		out = append(out, Counter{Name: counterNames[i], Value: c[i].Load()})
+	}
+	return out
+}

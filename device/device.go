@@ -1,0 +1,322 @@
+// Package device is a WireGuard interface: peers, their sessions and the
+// pipelines that move packets between a TUN device and a UDP bind. The
+// protocol itself lives in the pure sub-packages (noise, replay, allowedips,
+// timers); this package adds the goroutines, queues and I/O around them.
+package device
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device/allowedips"
+	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/device/ratelimit"
+	"github.com/fips-go/fips-go/device/timers"
+	"github.com/fips-go/fips-go/tun"
+)
+
+// Options configure a Device. The zero value works.
+type Options struct {
+	// Workers is the number of crypto goroutines (default: the number of CPUs).
+	Workers int
+	// BatchSize is the most packets handed between goroutines at once (default 128).
+	BatchSize int
+	// Batches is the number of batches in the pool, the device's memory
+	// ceiling: Batches * BatchSize packet buffers (default 48).
+	Batches int
+	// StagedPackets caps the packets held per peer while a handshake is
+	// pending; the oldest is dropped beyond it (default 128).
+	StagedPackets int
+	// HandshakeQueue caps queued handshake messages; a quarter full counts
+	// as "under load" and makes the device demand cookies (default 1024).
+	HandshakeQueue int
+	// ListenPort is the UDP port to open at start (0 picks one).
+	ListenPort uint16
+	// Timers shortens protocol times for tests; the zero value is the
+	// protocol's defaults, which is what every production caller wants.
+	Timers timers.Params
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Rand is the randomness for keys and indices (default crypto/rand).
+	Rand io.Reader
+	// Logf receives operational messages (nil discards). The data path
+	// never logs per packet; it counts.
+	Logf func(format string, args ...any)
+}
+
+func (o *Options) setDefaults() {
+	if o.Workers <= 0 {
+		o.Workers = runtime.NumCPU()
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 128
+	}
+	if o.Batches <= 0 {
+		o.Batches = 48
+	}
+	if o.Batches < 4 {
+		o.Batches = 4
+	}
+	if o.StagedPackets <= 0 {
+		o.StagedPackets = 128
+	}
+	if o.HandshakeQueue <= 0 {
+		o.HandshakeQueue = 1024
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Reader
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+}
+
+// Device is one WireGuard interface.
+//
+// Lock order: cfgMu -> peersMu -> {aipMu, Peer.mu} -> wheel.mu; aipMu and
+// Peer.mu are never held together, nor is Peer.epMu with anything. The data
+// path takes only peersMu/aipMu for reading and one Peer.mu per batch.
+type Device struct {
+	opts   Options
+	tun    tun.Device
+	bind   conn.Bind
+	tp     timers.Params
+	mtu    atomic.Int32
+	pool   atomic.Pointer[batchPool]
+	ctr    counters
+	index  *noise.IndexTable[indexEntry]
+	wheel  *timerWheel
+	limit  *ratelimit.Limiter
+	work   chan *batch // crypto jobs, both directions
+	hsq    chan *hsMsg
+	hsFree chan *hsMsg
+
+	cfgMu      sync.Mutex // serializes Apply and bind changes
+	listenPort uint16     // guarded by cfgMu
+	fwmark     uint32     // guarded by cfgMu
+	bindWG     sync.WaitGroup
+
+	static  atomic.Pointer[noise.Static] // nil: no private key
+	checker atomic.Pointer[noise.CookieChecker]
+
+	peersMu sync.RWMutex // guards peers
+	peers   map[noise.PublicKey]*Peer
+
+	aipMu sync.RWMutex // guards aip
+	aip   allowedips.Table[*Peer]
+
+	stop      chan struct{} // closed by Close
+	closeOnce sync.Once
+	done      chan struct{} // closed when the device has stopped
+	doneErr   error
+	readersWG sync.WaitGroup // TUN reader, bind receivers
+	helpersWG sync.WaitGroup // handshake workers, timer wheel, event loop
+	workersWG sync.WaitGroup // crypto workers
+}
+
+// indexEntry is what a receiver index names: an in-flight handshake (kp nil)
+// or a keypair.
+type indexEntry struct {
+	peer *Peer
+	kp   *keypair
+}
+
+// ErrClosed is returned by operations on a closed device.
+var ErrClosed = errors.New("device: closed")
+
+// New starts a device on t and b: it opens the bind on opts.ListenPort and
+// starts the pipelines. Close stops it.
+func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
+	opts.setDefaults()
+	d := &Device{
+		opts:   opts,
+		tun:    t,
+		bind:   b,
+		tp:     opts.Timers,
+		index:  noise.NewIndexTable[indexEntry](opts.Rand),
+		limit:  ratelimit.New(ratelimit.Options{}),
+		work:   make(chan *batch, opts.Batches),
+		hsq:    make(chan *hsMsg, opts.HandshakeQueue),
+		hsFree: make(chan *hsMsg, opts.HandshakeQueue),
+		peers:  make(map[noise.PublicKey]*Peer),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	if d.tp == (timers.Params{}) {
+		d.tp = timers.DefaultParams()
+	}
+	for range opts.HandshakeQueue {
+		d.hsFree <- new(hsMsg)
+	}
+	mtu, err := t.MTU()
+	if err != nil {
+		return nil, fmt.Errorf("device: reading TUN MTU: %w", err)
+	}
+	d.mtu.Store(int32(mtu))
+	d.pool.Store(newBatchPool(opts.Batches, opts.BatchSize, bufSizeFor(mtu)))
+	d.wheel = newTimerWheel(d)
+
+	d.cfgMu.Lock()
+	err = d.openBindLocked(opts.ListenPort)
+	d.cfgMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	for range opts.Workers {
+		d.workersWG.Add(1)
+		go d.cryptoWorker()
+	}
+	for range min(2, opts.Workers) {
+		d.helpersWG.Add(1)
+		go d.handshakeWorker()
+	}
+	d.helpersWG.Add(2)
+	go d.wheel.run()
+	go d.tunEvents()
+	d.readersWG.Add(1)
+	go d.tunReader()
+	return d, nil
+}
+
+// openBindLocked opens the bind and starts one receiver per socket.
+func (d *Device) openBindLocked(port uint16) error {
+	fns, actual, err := d.bind.Open(port)
+	if err != nil {
+		return fmt.Errorf("device: opening UDP port %d: %w", port, err)
+	}
+	if d.fwmark != 0 {
+		if err := d.bind.SetMark(d.fwmark); err != nil {
+			d.opts.Logf("device: setting fwmark: %v", err)
+		}
+	}
+	d.listenPort = actual
+	for _, fn := range fns {
+		d.readersWG.Add(1)
+		d.bindWG.Add(1)
+		go d.receiver(fn)
+	}
+	return nil
+}
+
+// Done is closed when the device has stopped, on Close or because its TUN
+// went away; Err then says why.
+func (d *Device) Done() <-chan struct{} { return d.done }
+
+// Err is the reason the device stopped (nil after a plain Close).
+func (d *Device) Err() error {
+	select {
+	case <-d.done:
+		return d.doneErr
+	default:
+		return nil
+	}
+}
+
+// Close stops the device: the TUN and bind are closed, every goroutine
+// ends, and all keys are wiped. It is safe to call more than once.
+func (d *Device) Close() error {
+	d.shutdown(nil)
+	<-d.done
+	return nil
+}
+
+func (d *Device) shutdown(reason error) {
+	d.closeOnce.Do(func() {
+		d.doneErr = reason
+		close(d.stop)
+		go d.teardown()
+	})
+}
+
+// teardown undoes New in reverse: producers first, then the helpers that
+// feed the workers, then the workers.
+func (d *Device) teardown() {
+	d.cfgMu.Lock()
+	d.bind.Close()
+	d.cfgMu.Unlock()
+	d.tun.Close()
+	d.readersWG.Wait()
+	d.helpersWG.Wait()
+	close(d.work)
+	d.workersWG.Wait()
+	d.peersMu.Lock()
+	for _, p := range d.peers {
+		p.zeroKeys()
+	}
+	d.peersMu.Unlock()
+	close(d.done)
+}
+
+func (d *Device) stopping() bool {
+	select {
+	case <-d.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// tunEvents follows MTU changes; the TUN closing its event channel is
+// handled by the reader, which sees the device gone.
+func (d *Device) tunEvents() {
+	defer d.helpersWG.Done()
+	ev := d.tun.Events()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case e, ok := <-ev:
+			if !ok {
+				return
+			}
+			if e&tun.EventMTUUpdate != 0 {
+				d.mtuChanged()
+			}
+		}
+	}
+}
+
+// mtuChanged swaps in a pool with larger buffers when the MTU outgrew them.
+// Batches of the old pool finish their trip and are then left to the GC, so
+// the memory ceiling is briefly the sum of both pools.
+func (d *Device) mtuChanged() {
+	mtu, err := d.tun.MTU()
+	if err != nil || mtu <= 0 {
+		return
+	}
+	d.mtu.Store(int32(mtu))
+	old := d.pool.Load()
+	if need := bufSizeFor(mtu); need > old.bufSize {
+		d.pool.Store(newBatchPool(d.opts.Batches, d.opts.BatchSize, need))
+		old.retire()
+		d.opts.Logf("device: MTU %d: packet buffers grown to %d bytes", mtu, need)
+	}
+}
+
+// getBatch waits for a free batch; nil once the device stops.
+func (d *Device) getBatch() *batch {
+	for {
+		b := d.pool.Load().get(d.stop)
+		if b != nil && !b.pool.retired.Load() {
+			return b
+		}
+		if b != nil {
+			b.release()
+		}
+		if d.stopping() {
+			return nil
+		}
+	}
+}
+
+func (d *Device) now() time.Time { return d.opts.Now() }

@@ -1,0 +1,311 @@
+package device
+
+import (
+	"time"
+
+	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device/noise"
+)
+
+// hsMsg is a queued handshake message, copied out of the receive batch so
+// that a handshake flood cannot hold data buffers.
+type hsMsg struct {
+	buf [noise.InitiationSize]byte
+	n   int
+	ep  conn.Endpoint
+}
+
+// queueHandshake copies a handshake message to the handshake workers, or
+// drops it when their queue is full.
+func (d *Device) queueHandshake(msg []byte, ep conn.Endpoint) {
+	want := 0
+	switch noise.PeekType(msg) {
+	case noise.TypeInitiation:
+		want = noise.InitiationSize
+	case noise.TypeResponse:
+		want = noise.ResponseSize
+	case noise.TypeCookieReply:
+		want = noise.CookieReplySize
+	}
+	if len(msg) != want {
+		d.ctr.inc(cRxGarbage)
+		return
+	}
+	var m *hsMsg
+	select {
+	case m = <-d.hsFree:
+	default:
+		d.ctr.inc(cRxHandshakeQueueFull)
+		return
+	}
+	m.n = copy(m.buf[:], msg)
+	m.ep = ep
+	select {
+	case d.hsq <- m:
+	default:
+		d.hsFree <- m
+		d.ctr.inc(cRxHandshakeQueueFull)
+	}
+}
+
+// underLoad reports whether handshakes arrive faster than they are handled;
+// then MAC2 (a cookie proving the source address) is required.
+func (d *Device) underLoad() bool {
+	return len(d.hsq) >= cap(d.hsq)/4
+}
+
+func (d *Device) handshakeWorker() {
+	defer d.helpersWG.Done()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case m := <-d.hsq:
+			d.handleHandshake(m.buf[:m.n], m.ep)
+			d.hsFree <- m
+		}
+	}
+}
+
+func (d *Device) handleHandshake(msg []byte, ep conn.Endpoint) {
+	now := d.now()
+	typ := noise.PeekType(msg)
+	if typ == noise.TypeCookieReply {
+		d.handleCookieReply(msg, now)
+		return
+	}
+	checker := d.checker.Load()
+	if checker == nil || !checker.CheckMAC1(msg) {
+		d.ctr.inc(cRxHandshakeBadMAC)
+		return
+	}
+	if d.underLoad() {
+		if !checker.CheckMAC2(msg, ep.Dst, now) {
+			d.sendCookieReply(checker, msg, ep, now)
+			return
+		}
+		if !d.limit.Allow(ep.Dst.Addr(), now) {
+			d.ctr.inc(cRxHandshakeRateLimited)
+			return
+		}
+	}
+	switch typ {
+	case noise.TypeInitiation:
+		d.ctr.inc(cHandshakeInitiationsReceived)
+		d.handleInitiation(msg, ep, now)
+	case noise.TypeResponse:
+		d.ctr.inc(cHandshakeResponsesReceived)
+		d.handleResponse(msg, ep, now)
+	}
+}
+
+func (d *Device) sendCookieReply(checker *noise.CookieChecker, msg []byte, ep conn.Endpoint, now time.Time) {
+	// The sender index sits right after the type in both handshake messages.
+	sender := uint32(msg[4]) | uint32(msg[5])<<8 | uint32(msg[6])<<16 | uint32(msg[7])<<24
+	reply, err := checker.CreateReply(msg, sender, ep.Dst, now)
+	if err != nil {
+		return
+	}
+	var buf [noise.CookieReplySize]byte
+	out := reply.AppendTo(buf[:0])
+	if d.bind.Send([][]byte{out}, ep) == nil {
+		d.ctr.inc(cCookieRepliesSent)
+	}
+}
+
+func (d *Device) handleCookieReply(msg []byte, now time.Time) {
+	r, err := noise.ParseCookieReply(msg)
+	if err != nil {
+		d.ctr.inc(cRxGarbage)
+		return
+	}
+	e, ok := d.index.Lookup(r.Receiver)
+	if !ok {
+		d.ctr.inc(cRxUnknownIndex)
+		return
+	}
+	if err := e.peer.cookies.ConsumeReply(&r, now); err != nil {
+		d.ctr.inc(cRxHandshakeRejected)
+		return
+	}
+	d.ctr.inc(cRxCookieReplies)
+}
+
+// handleInitiation answers a valid initiation from a known peer. Unknown
+// keys, replays and floods are dropped without a reply.
+func (d *Device) handleInitiation(msg []byte, ep conn.Endpoint, now time.Time) {
+	static := d.static.Load()
+	init, err := noise.ParseInitiation(msg)
+	if err != nil || static == nil {
+		d.ctr.inc(cRxHandshakeRejected)
+		return
+	}
+	info, err := noise.OpenInitiation(static, &init)
+	if err != nil {
+		d.ctr.inc(cRxHandshakeRejected)
+		return
+	}
+	p := d.lookupPeer(info.Remote)
+	if p == nil {
+		d.ctr.inc(cRxHandshakeRejected)
+		return
+	}
+	var out [noise.ResponseSize]byte
+	resp, ok := p.answerInitiation(&info, now, out[:0])
+	if !ok {
+		d.ctr.inc(cRxHandshakeRejected)
+		return
+	}
+	p.setEndpoint(ep)
+	if err := d.bind.Send([][]byte{resp}, ep); err == nil {
+		d.ctr.inc(cHandshakeResponsesSent)
+	}
+}
+
+// answerInitiation accepts an opened initiation and derives the responder's
+// session, which waits in Next until the initiator's first data confirms it.
+func (p *Peer) answerInitiation(info *noise.InitiationInfo, now time.Time, out []byte) ([]byte, bool) {
+	d := p.d
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.removed {
+		return nil, false
+	}
+	if err := p.hs.AcceptInitiation(info, now); err != nil {
+		return nil, false
+	}
+	idx, err := d.index.Insert(indexEntry{peer: p})
+	if err != nil {
+		return nil, false
+	}
+	resp, err := p.hs.CreateResponse(d.opts.Rand, idx)
+	if err != nil {
+		d.index.Delete(idx)
+		return nil, false
+	}
+	nkp, err := p.hs.DeriveKeypair(now)
+	if err != nil {
+		d.index.Delete(idx)
+		return nil, false
+	}
+	p.installLocked(nkp, idx)
+	p.timers.SessionDerived(now)
+	p.timers.AuthenticatedSent(now)
+	p.timers.AuthenticatedTraversal(now)
+	p.rescheduleLocked()
+	out = resp.AppendTo(out)
+	p.cookies.AddMACs(out, now)
+	return out, true
+}
+
+// installLocked registers a new keypair under its index and rotates the
+// peer's keypairs, freeing the indices of the ones that fall out.
+func (p *Peer) installLocked(nkp *noise.Keypair, idx uint32) {
+	d := p.d
+	if p.hsIndex != 0 && p.hsIndex != idx {
+		d.index.Delete(p.hsIndex)
+	}
+	p.hsIndex = 0
+	d.index.Replace(idx, indexEntry{peer: p, kp: &keypair{Keypair: nkp, peer: p}})
+	for _, old := range p.kps.Install(nkp) {
+		if old != nil {
+			d.index.Delete(old.LocalIndex)
+			old.Wipe()
+		}
+	}
+}
+
+func (d *Device) handleResponse(msg []byte, ep conn.Endpoint, now time.Time) {
+	r, err := noise.ParseResponse(msg)
+	if err != nil {
+		d.ctr.inc(cRxHandshakeRejected)
+		return
+	}
+	e, ok := d.index.Lookup(r.Receiver)
+	if !ok || e.kp != nil {
+		d.ctr.inc(cRxUnknownIndex)
+		return
+	}
+	p := e.peer
+	p.mu.Lock()
+	if p.removed || p.hs.ConsumeResponse(&r, now) != nil {
+		p.mu.Unlock()
+		d.ctr.inc(cRxHandshakeRejected)
+		return
+	}
+	nkp, err := p.hs.DeriveKeypair(now)
+	if err != nil {
+		p.mu.Unlock()
+		d.ctr.inc(cRxHandshakeRejected)
+		return
+	}
+	p.installLocked(nkp, r.Receiver)
+	p.timers.HandshakeComplete(now)
+	p.timers.SessionDerived(now)
+	p.timers.AuthenticatedReceived(now)
+	p.timers.AuthenticatedTraversal(now)
+	p.rescheduleLocked()
+	p.lastHSAt = now
+	staged := p.takeStagedLocked()
+	p.mu.Unlock()
+	d.ctr.inc(cHandshakesCompleted)
+	p.setEndpoint(ep)
+	if len(staged) > 0 {
+		p.sendStaged(staged, now)
+	} else {
+		// The responder needs data under the new keys to confirm them.
+		p.sendKeepalive(now)
+	}
+}
+
+// initiate sends a handshake initiation. Unless retry is set (the timer's
+// retransmission), it does nothing while a recent initiation is in flight.
+func (p *Peer) initiate(now time.Time, retry bool) {
+	d := p.d
+	ep, hasEp := p.endpoint()
+	var buf [noise.InitiationSize]byte
+	p.mu.Lock()
+	if p.removed || !hasEp || d.static.Load() == nil {
+		p.mu.Unlock()
+		return
+	}
+	if !retry && p.hsIndex != 0 && now.Sub(p.lastInitAt) < d.tp.RekeyTimeout {
+		p.mu.Unlock()
+		return
+	}
+	if p.hsIndex != 0 {
+		d.index.Delete(p.hsIndex)
+		p.hsIndex = 0
+	}
+	idx, err := d.index.Insert(indexEntry{peer: p})
+	if err != nil {
+		p.mu.Unlock()
+		return
+	}
+	init, err := p.hs.CreateInitiation(now, d.opts.Rand, idx)
+	if err != nil {
+		d.index.Delete(idx)
+		p.mu.Unlock()
+		return
+	}
+	p.hsIndex = idx
+	p.lastInitAt = now
+	out := init.AppendTo(buf[:0])
+	p.cookies.AddMACs(out, now)
+	p.timers.HandshakeInitiated(now, jitter())
+	p.timers.AuthenticatedSent(now)
+	p.timers.AuthenticatedTraversal(now)
+	p.rescheduleLocked()
+	p.mu.Unlock()
+	if err := d.bind.Send([][]byte{out}, ep); err == nil {
+		d.ctr.inc(cHandshakeInitiationsSent)
+	} else {
+		d.ctr.inc(cTxSendErrors)
+	}
+}
+
+func (d *Device) lookupPeer(pub noise.PublicKey) *Peer {
+	d.peersMu.RLock()
+	defer d.peersMu.RUnlock()
+	return d.peers[pub]
+}

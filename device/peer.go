@@ -1,0 +1,148 @@
+package device
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/device/replay"
+	"github.com/fips-go/fips-go/device/timers"
+)
+
+// keypair is a noise.Keypair as the device tracks it: with its owner and its
+// replay window. The window is touched only by the peer's receive sequencer,
+// which flushes one batch at a time.
+type keypair struct {
+	*noise.Keypair
+	peer   *Peer
+	replay replay.Window
+}
+
+// Peer is one remote WireGuard peer.
+type Peer struct {
+	d   *Device
+	pub noise.PublicKey
+
+	mu          sync.Mutex // guards the fields below up to the blank line
+	hs          *noise.Handshake
+	hsIndex     uint32 // index of the in-flight handshake in d.index, 0 if none
+	kps         noise.Keypairs
+	timers      timers.Timers
+	keepalive   uint16 // persistent keepalive interval in seconds
+	lastInitAt  time.Time
+	lastHSAt    time.Time // last completed handshake
+	staged      [][]byte  // copies of packets waiting for a session, oldest first
+	scheduledAt time.Time // deadline the timer wheel holds for us (zero: none)
+	removed     bool
+
+	cookies *noise.CookieGenerator // safe for concurrent use
+
+	epMu     sync.RWMutex // guards ep
+	ep       conn.Endpoint
+	hasEp    bool
+	txBytes  atomic.Uint64
+	rxBytes  atomic.Uint64
+	sendq    *sequencer
+	recvq    *sequencer
+	heapIdx  int       // position in the timer wheel heap, guarded by wheel.mu; -1 when absent
+	wheelAt  time.Time // guarded by wheel.mu
+	lastSeen atomic.Int64
+}
+
+func (d *Device) newPeer(pub noise.PublicKey) *Peer {
+	qlen := max(2, d.opts.Batches/2)
+	p := &Peer{
+		d:       d,
+		pub:     pub,
+		hs:      noise.NewHandshake(d.static.Load(), pub, noise.PresharedKey{}),
+		cookies: noise.NewCookieGenerator(pub),
+		sendq:   newSequencer(qlen),
+		recvq:   newSequencer(qlen),
+		heapIdx: -1,
+	}
+	p.timers.Init(d.tp)
+	return p
+}
+
+func (p *Peer) endpoint() (conn.Endpoint, bool) {
+	p.epMu.RLock()
+	defer p.epMu.RUnlock()
+	return p.ep, p.hasEp
+}
+
+func (p *Peer) setEndpoint(ep conn.Endpoint) {
+	p.epMu.Lock()
+	p.ep, p.hasEp = ep, true
+	p.epMu.Unlock()
+}
+
+// rescheduleLocked tells the timer wheel about a deadline earlier than the
+// one it holds. Later deadlines are left alone: the wheel wakes early, finds
+// nothing due and asks again, which is cheaper than touching the heap on
+// every batch.
+func (p *Peer) rescheduleLocked() {
+	next := p.timers.Next()
+	if next.IsZero() {
+		return
+	}
+	if p.scheduledAt.IsZero() || next.Before(p.scheduledAt) {
+		p.scheduledAt = next
+		p.d.wheel.schedule(p, next)
+	}
+}
+
+// currentSendKeypairLocked is the keypair to send with, or nil if there is
+// none that may still be used.
+func (p *Peer) currentSendKeypairLocked(now time.Time) *noise.Keypair {
+	kp := p.kps.Current
+	if kp == nil || p.d.tp.Expired(kp.Created, now) || kp.SendCount() >= noise.RejectAfterMessages {
+		return nil
+	}
+	return kp
+}
+
+// zeroKeys wipes every keypair and the handshake state (3 x REJECT_AFTER_TIME
+// without a new session, or the peer/device going away).
+func (p *Peer) zeroKeys() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.zeroKeysLocked()
+}
+
+func (p *Peer) zeroKeysLocked() {
+	for _, kp := range p.kps.Clear() {
+		if kp != nil {
+			p.d.index.Delete(kp.LocalIndex)
+			kp.Wipe()
+		}
+	}
+	if p.hsIndex != 0 {
+		p.d.index.Delete(p.hsIndex)
+		p.hsIndex = 0
+	}
+	p.hs.Clear()
+}
+
+// stageLocked keeps copies of packets that wait for a session. Copies, not
+// pool buffers: a peer that never answers must not hold the pool hostage.
+func (p *Peer) stageLocked(bufs [][]byte, sizes []int) {
+	limit := p.d.opts.StagedPackets
+	for i := range bufs {
+		pkt := bufs[i][stagedFrom : stagedFrom+sizes[i]]
+		if len(p.staged) >= limit {
+			p.staged[0] = nil
+			p.staged = p.staged[1:]
+			p.d.ctr.inc(cTxStagedDropped)
+		}
+		p.staged = append(p.staged, append([]byte(nil), pkt...))
+	}
+}
+
+// takeStagedLocked hands over the staged packets.
+func (p *Peer) takeStagedLocked() [][]byte {
+	s := p.staged
+	p.staged = nil
+	return s
+}

@@ -1,0 +1,141 @@
+package device
+
+import (
+	"sync/atomic"
+
+	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/tun"
+)
+
+// batch is the unit of work handed between goroutines: up to len(bufs)
+// packets, each in a fixed-size buffer the batch owns. Moving a packet from
+// one batch to another swaps buffer slices; nothing is copied.
+//
+// Layout of bufs[i]:
+//   - outbound, before sealing: plaintext at [tun.Headroom : tun.Headroom+sizes[i]]
+//   - outbound, after sealing: the datagram at [0 : sizes[i]]
+//   - inbound, before opening: the datagram at [0 : sizes[i]]
+//   - inbound, after opening: plaintext at [tun.Headroom : tun.Headroom+sizes[i]]
+type batch struct {
+	pool     *batchPool
+	bufs     [][]byte
+	sizes    []int
+	counters []uint64
+	ok       []bool
+	eps      []conn.Endpoint
+	peers    []*Peer    // outbound routing scratch
+	kps      []*keypair // inbound routing scratch
+	out      [][]byte   // slice headers handed to Bind.Send / Device.Write
+	n        int
+
+	peer   *Peer
+	sendKP *noise.Keypair // outbound: the keypair the counters belong to
+	recvKP *keypair       // inbound: the keypair the datagrams name
+	done   atomic.Bool    // crypto finished; the sequencer may flush it
+}
+
+func (b *batch) reset() {
+	b.n = 0
+	b.peer, b.sendKP, b.recvKP = nil, nil, nil
+	b.done.Store(false)
+}
+
+// batchPool is a fixed number of batches. get blocks when all are in use, so
+// a producer that outruns the crypto workers or the network waits instead of
+// allocating: this is the device's memory ceiling.
+type batchPool struct {
+	free    chan *batch
+	size    int // packets per batch
+	bufSize int // bytes per packet buffer
+	retired atomic.Bool
+	gone    chan struct{} // closed on retirement, so waiters move to the new pool
+}
+
+func newBatchPool(count, size, bufSize int) *batchPool {
+	p := &batchPool{free: make(chan *batch, count), size: size, bufSize: bufSize, gone: make(chan struct{})}
+	for range count {
+		// Buffers are allocated on first use so that an idle device stays small.
+		p.free <- &batch{pool: p}
+	}
+	return p
+}
+
+func (p *batchPool) alloc(b *batch) {
+	n := p.size
+	backing := make([]byte, n*p.bufSize)
+	b.bufs = make([][]byte, n)
+	for i := range b.bufs {
+		b.bufs[i] = backing[i*p.bufSize : (i+1)*p.bufSize : (i+1)*p.bufSize]
+	}
+	b.sizes = make([]int, n)
+	b.counters = make([]uint64, n)
+	b.ok = make([]bool, n)
+	b.eps = make([]conn.Endpoint, n)
+	b.peers = make([]*Peer, n)
+	b.kps = make([]*keypair, n)
+	b.out = make([][]byte, 0, n)
+}
+
+// get returns a batch, waiting for one if all are in use; nil once stop
+// closes or the pool is retired.
+func (p *batchPool) get(stop <-chan struct{}) *batch {
+	select {
+	case b := <-p.free:
+		return p.prepare(b)
+	case <-stop:
+		return nil
+	case <-p.gone:
+		return nil
+	}
+}
+
+func (p *batchPool) retire() {
+	p.retired.Store(true)
+	close(p.gone)
+}
+
+// tryGet returns a batch or nil without waiting.
+func (p *batchPool) tryGet() *batch {
+	select {
+	case b := <-p.free:
+		return p.prepare(b)
+	default:
+		return nil
+	}
+}
+
+func (p *batchPool) prepare(b *batch) *batch {
+	if b.bufs == nil {
+		p.alloc(b)
+	}
+	b.reset()
+	return b
+}
+
+// put returns b to its pool. Batches of a retired pool (the MTU grew past
+// the buffer size) are left to the garbage collector.
+func (b *batch) release() {
+	p := b.pool
+	for i := range b.peers[:b.n] {
+		b.peers[i] = nil
+	}
+	for i := range b.kps[:b.n] {
+		b.kps[i] = nil
+	}
+	b.reset()
+	if p.retired.Load() {
+		return
+	}
+	p.free <- b
+}
+
+// bufSizeFor is the buffer size that holds a packet of the given MTU with the
+// transport header in front and padding plus tag behind. Receive buffers
+// must also hold datagrams from peers whose MTU is larger than ours, so the
+// size never drops below what a 1500-byte MTU needs.
+func bufSizeFor(mtu int) int {
+	m := max(mtu, 1500)
+	n := tun.Headroom + (m+15)&^15 + noise.TagSize
+	return (n + 63) &^ 63
+}

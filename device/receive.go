@@ -1,0 +1,261 @@
+package device
+
+import (
+	"time"
+
+	"encoding/binary"
+	"errors"
+	"net"
+
+	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/tun"
+)
+
+// receiver reads datagram batches from one socket of the bind until the
+// bind closes.
+func (d *Device) receiver(fn conn.ReceiveFunc) {
+	defer d.readersWG.Done()
+	defer d.bindWG.Done()
+	rb := d.getBatch()
+	for rb != nil {
+		n, err := fn(rb.bufs, rb.sizes, rb.eps)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || errors.Is(err, conn.ErrBindClosed) || d.stopping() {
+				break
+			}
+			if n == 0 {
+				continue
+			}
+		}
+		rb = d.routeInbound(rb, n)
+	}
+	if rb != nil {
+		rb.release()
+	}
+}
+
+// routeInbound sorts a received batch: handshake messages to the handshake
+// queue, transport data grouped by keypair to the crypto workers, anything
+// else dropped and counted. It returns the batch the receiver reads into next.
+func (d *Device) routeInbound(rb *batch, n int) *batch {
+	var first *keypair
+	mixed := false
+	for i := 0; i < n; i++ {
+		msg := rb.bufs[i][:rb.sizes[i]]
+		rb.kps[i] = nil
+		switch noise.PeekType(msg) {
+		case noise.TypeTransport:
+			if len(msg) < noise.TransportOverhead {
+				d.ctr.inc(cRxGarbage)
+				mixed = true
+				continue
+			}
+			e, ok := d.index.Lookup(binary.LittleEndian.Uint32(msg[4:8]))
+			if !ok || e.kp == nil {
+				d.ctr.inc(cRxUnknownIndex)
+				mixed = true
+				continue
+			}
+			rb.kps[i] = e.kp
+			if first == nil {
+				first = e.kp
+			} else if e.kp != first {
+				mixed = true
+			}
+		case noise.TypeInitiation, noise.TypeResponse, noise.TypeCookieReply:
+			d.queueHandshake(msg, rb.eps[i])
+			mixed = true
+		default:
+			d.ctr.inc(cRxGarbage)
+			mixed = true
+		}
+	}
+	if first == nil {
+		return rb
+	}
+	if !mixed {
+		rb.n = n
+		d.queueInbound(rb, first)
+		return d.getBatch()
+	}
+	for i := 0; i < n; i++ {
+		kp := rb.kps[i]
+		if kp == nil {
+			continue
+		}
+		ob := d.getBatch()
+		if ob == nil {
+			break
+		}
+		for j := i; j < n; j++ {
+			if rb.kps[j] != kp {
+				continue
+			}
+			rb.kps[j] = nil
+			ob.bufs[ob.n], rb.bufs[j] = rb.bufs[j], ob.bufs[ob.n]
+			ob.sizes[ob.n] = rb.sizes[j]
+			ob.eps[ob.n] = rb.eps[j]
+			ob.n++
+		}
+		d.queueInbound(ob, kp)
+	}
+	return rb
+}
+
+func (d *Device) queueInbound(b *batch, kp *keypair) {
+	b.recvKP = kp
+	b.peer = kp.peer
+	if !kp.peer.recvq.push(b) {
+		d.ctr.add(cRxQueueFull, uint64(b.n))
+		b.release()
+		return
+	}
+	d.work <- b
+}
+
+// open decrypts every datagram of an inbound batch in place; ok[i] says
+// which authenticated.
+func (d *Device) open(b *batch) {
+	kp := b.recvKP
+	for i := 0; i < b.n; i++ {
+		msg := b.bufs[i][:b.sizes[i]]
+		_, ctr, err := noise.ParseTransportHeader(msg)
+		if err != nil {
+			b.ok[i] = false
+			continue
+		}
+		b.counters[i] = ctr
+		pt, err := kp.Open(msg[stagedFrom:stagedFrom], ctr, msg[noise.TransportHeaderSize:])
+		b.ok[i] = err == nil
+		b.sizes[i] = len(pt)
+	}
+}
+
+// deliver runs in nonce-arrival order per peer: replay check, source check
+// against the peer's allowed IPs, then one batched TUN write. It also does
+// the bookkeeping an authenticated packet triggers: key confirmation,
+// roaming, timers.
+func (p *Peer) deliver(b *batch) {
+	d := p.d
+	kp := b.recvKP
+	now := d.now()
+	if d.tp.Expired(kp.Created, now) {
+		d.ctr.add(cRxExpiredKeypair, uint64(b.n))
+		b.release()
+		return
+	}
+	b.out = b.out[:0]
+	valid, data := 0, 0
+	var last int
+	var rx uint64
+	d.aipMu.RLock()
+	for i := 0; i < b.n; i++ {
+		if !b.ok[i] {
+			d.ctr.inc(cRxDecryptFailed)
+			continue
+		}
+		if !kp.replay.Accept(b.counters[i]) {
+			d.ctr.inc(cRxReplayed)
+			continue
+		}
+		valid++
+		last = i
+		rx += uint64(b.sizes[i] + noise.TransportOverhead)
+		if b.sizes[i] == 0 {
+			continue // keepalive
+		}
+		pkt := b.bufs[i][stagedFrom : stagedFrom+b.sizes[i]]
+		size, ok := innerLength(pkt)
+		if !ok {
+			d.ctr.inc(cRxMalformedInner)
+			continue
+		}
+		if owner, ok := d.aip.LookupPacketSrc(pkt); !ok || owner != p {
+			d.ctr.inc(cRxBadSource)
+			continue
+		}
+		data++
+		b.out = append(b.out, b.bufs[i][:stagedFrom+size])
+	}
+	d.aipMu.RUnlock()
+	if valid > 0 {
+		p.rxBytes.Add(rx)
+		p.authenticatedReceive(kp, b.eps[last], data > 0, now)
+	}
+	if len(b.out) > 0 {
+		if _, err := d.tun.Write(b.out, tun.Headroom); err != nil && !d.stopping() {
+			d.opts.Logf("device: TUN write: %v", err)
+		}
+	}
+	b.release()
+}
+
+// authenticatedReceive does what any authenticated data packet triggers.
+func (p *Peer) authenticatedReceive(kp *keypair, ep conn.Endpoint, data bool, now time.Time) {
+	d := p.d
+	p.setEndpointIfChanged(ep)
+	var staged [][]byte
+	p.mu.Lock()
+	if p.kps.Next == kp.Keypair {
+		// Key confirmation: the initiator used the session we answered.
+		if old := p.kps.Confirm(kp.Keypair); old != nil {
+			d.index.Delete(old.LocalIndex)
+			old.Wipe()
+		}
+		p.timers.HandshakeComplete(now)
+		p.lastHSAt = now
+		staged = p.takeStagedLocked()
+	}
+	p.timers.AuthenticatedReceived(now)
+	p.timers.AuthenticatedTraversal(now)
+	if data {
+		p.timers.DataReceived(now)
+	}
+	p.rescheduleLocked()
+	rekey := d.tp.RekeyOnReceive(kp.Created, kp.Initiator, now) && p.kps.Current == kp.Keypair
+	p.mu.Unlock()
+	if len(staged) > 0 {
+		p.sendStaged(staged, now)
+	}
+	if rekey {
+		p.initiate(now, false)
+	}
+}
+
+func (p *Peer) setEndpointIfChanged(ep conn.Endpoint) {
+	p.epMu.RLock()
+	same := p.hasEp && p.ep == ep
+	p.epMu.RUnlock()
+	if !same {
+		p.setEndpoint(ep)
+	}
+}
+
+// innerLength is the length the IP header claims, if the packet holds it.
+func innerLength(pkt []byte) (int, bool) {
+	if len(pkt) < 1 {
+		return 0, false
+	}
+	switch pkt[0] >> 4 {
+	case 4:
+		if len(pkt) < 20 {
+			return 0, false
+		}
+		n := int(binary.BigEndian.Uint16(pkt[2:4]))
+		if n < 20 || n > len(pkt) {
+			return 0, false
+		}
+		return n, true
+	case 6:
+		if len(pkt) < 40 {
+			return 0, false
+		}
+		n := 40 + int(binary.BigEndian.Uint16(pkt[4:6]))
+		if n > len(pkt) {
+			return 0, false
+		}
+		return n, true
+	}
+	return 0, false
+}

@@ -1,0 +1,270 @@
+package device
+
+import (
+	"errors"
+	"math/rand/v2"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/tun"
+)
+
+// stagedFrom is where plaintext starts in an outbound buffer: the transport
+// header is written into the headroom in front of it, so sealing is in place.
+const stagedFrom = tun.Headroom
+
+// tunReader reads batches from the TUN and routes them to peers. It stops
+// the device when the TUN goes away (ip link del, Close).
+func (d *Device) tunReader() {
+	defer d.readersWG.Done()
+	rb := d.getBatch()
+	failures := 0
+	for rb != nil {
+		n, err := d.tun.Read(rb.bufs, rb.sizes, tun.Headroom)
+		if err != nil {
+			if d.stopping() {
+				break
+			}
+			if tunGone(err) || failures > 100 {
+				d.opts.Logf("device: TUN read failed, stopping: %v", err)
+				d.shutdown(err)
+				break
+			}
+			failures++
+			if n == 0 {
+				continue
+			}
+		} else {
+			failures = 0
+		}
+		rb = d.routeOutbound(rb, n)
+	}
+	if rb != nil {
+		rb.release()
+	}
+}
+
+func tunGone(err error) bool {
+	return errors.Is(err, os.ErrClosed) ||
+		errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.EIO)
+}
+
+// routeOutbound sends the n packets in rb to their peers and returns the
+// batch the reader should use next. When every packet goes to one peer (the
+// common case) rb itself is handed over.
+func (d *Device) routeOutbound(rb *batch, n int) *batch {
+	var first *Peer
+	mixed := false
+	d.aipMu.RLock()
+	for i := 0; i < n; i++ {
+		p, ok := d.aip.LookupPacketDst(rb.bufs[i][stagedFrom : stagedFrom+rb.sizes[i]])
+		if !ok {
+			p = nil
+		}
+		rb.peers[i] = p
+		if p == nil || (first != nil && p != first) {
+			mixed = true
+		}
+		if first == nil {
+			first = p
+		}
+	}
+	d.aipMu.RUnlock()
+	now := d.now()
+	if !mixed && first != nil {
+		rb.n = n
+		first.sendBatch(rb, now)
+		return d.getBatch()
+	}
+	for i := 0; i < n; i++ {
+		p := rb.peers[i]
+		if p == nil {
+			d.ctr.inc(cTxNoRoute)
+			continue
+		}
+		ob := d.getBatch()
+		if ob == nil {
+			break
+		}
+		// Move every packet of p into ob by swapping buffers.
+		for j := i; j < n; j++ {
+			if rb.peers[j] != p {
+				continue
+			}
+			rb.peers[j] = nil
+			ob.bufs[ob.n], rb.bufs[j] = rb.bufs[j], ob.bufs[ob.n]
+			ob.sizes[ob.n] = rb.sizes[j]
+			ob.n++
+		}
+		p.sendBatch(ob, now)
+	}
+	return rb
+}
+
+// sendBatch assigns nonces to b's packets in order and hands b to the crypto
+// workers and to the peer's sequencer. With no usable session the packets
+// are staged and a handshake is started.
+func (p *Peer) sendBatch(b *batch, now time.Time) {
+	d := p.d
+	b.peer = p
+	p.mu.Lock()
+	kp := p.currentSendKeypairLocked(now)
+	if kp == nil || p.removed {
+		if !p.removed {
+			p.stageLocked(b.bufs[:b.n], b.sizes[:b.n])
+		}
+		p.mu.Unlock()
+		b.release()
+		p.initiate(now, false)
+		return
+	}
+	data := false
+	for i := 0; i < b.n; i++ {
+		c, ok := kp.NextCounter()
+		if !ok {
+			// Out of nonces: keep what is left for the next session.
+			p.stageLocked(b.bufs[i:b.n], b.sizes[i:b.n])
+			b.n = i
+			break
+		}
+		b.counters[i] = c
+		data = data || b.sizes[i] > 0
+	}
+	b.sendKP = kp
+	if data {
+		p.timers.DataSent(now, jitter())
+	}
+	p.timers.AuthenticatedSent(now)
+	p.timers.AuthenticatedTraversal(now)
+	p.rescheduleLocked()
+	rekey := d.tp.RekeyOnSend(kp.Created, kp.Initiator, kp.SendCount(), now)
+	queued := b.n > 0 && p.sendq.push(b)
+	p.mu.Unlock()
+	if queued {
+		d.work <- b
+	} else {
+		if b.n > 0 {
+			d.ctr.add(cTxQueueFull, uint64(b.n))
+		}
+		b.release()
+	}
+	if rekey {
+		p.initiate(now, false)
+	}
+}
+
+// sendStaged sends packets that waited for a session, in batches.
+func (p *Peer) sendStaged(pkts [][]byte, now time.Time) {
+	for len(pkts) > 0 {
+		b := p.d.getBatch()
+		if b == nil {
+			return
+		}
+		for b.n < len(b.bufs) && len(pkts) > 0 {
+			buf := b.bufs[b.n]
+			if len(pkts[0]) > len(buf)-stagedFrom-noise.TagSize-15 {
+				p.d.ctr.inc(cTxTooBig)
+				pkts = pkts[1:]
+				continue
+			}
+			b.sizes[b.n] = copy(buf[stagedFrom:], pkts[0])
+			b.n++
+			pkts = pkts[1:]
+		}
+		if b.n == 0 {
+			b.release()
+			return
+		}
+		p.sendBatch(b, now)
+	}
+}
+
+// sendKeepalive sends an empty data packet, which also confirms a new
+// session or keeps a NAT mapping alive. If no batch is free the device is
+// busy sending anyway, and the keepalive is not needed.
+func (p *Peer) sendKeepalive(now time.Time) {
+	b := p.d.pool.Load().tryGet()
+	if b == nil {
+		return
+	}
+	b.sizes[0] = 0
+	b.n = 1
+	p.d.ctr.inc(cKeepalivesSent)
+	p.sendBatch(b, now)
+}
+
+// seal encrypts every packet of an outbound batch in place.
+func (d *Device) seal(b *batch) {
+	kp := b.sendKP
+	mtu := int(d.mtu.Load())
+	for i := 0; i < b.n; i++ {
+		buf := b.bufs[i]
+		size := b.sizes[i]
+		padded := paddedSize(size, mtu)
+		if stagedFrom+padded+noise.TagSize > len(buf) {
+			padded = size
+		}
+		clear(buf[stagedFrom+size : stagedFrom+padded])
+		noise.PutTransportHeader(buf[:noise.TransportHeaderSize], kp.RemoteIndex, b.counters[i])
+		kp.Seal(buf[stagedFrom:stagedFrom], b.counters[i], buf[stagedFrom:stagedFrom+padded])
+		b.sizes[i] = stagedFrom + padded + noise.TagSize
+	}
+}
+
+// paddedSize rounds a plaintext up to a multiple of 16, as the protocol
+// asks, without going past the MTU.
+func paddedSize(size, mtu int) int {
+	p := (size + 15) &^ 15
+	if mtu > 0 && p > mtu && size <= mtu {
+		return mtu
+	}
+	if p < size {
+		return size
+	}
+	return p
+}
+
+// flushSend writes a sealed batch to the peer's endpoint. Called by the
+// peer's sequencer, in nonce order.
+func (p *Peer) flushSend(b *batch) {
+	d := p.d
+	ep, ok := p.endpoint()
+	if !ok {
+		d.ctr.add(cTxNoEndpoint, uint64(b.n))
+		b.release()
+		return
+	}
+	b.out = b.out[:0]
+	var bytes uint64
+	for i := 0; i < b.n; i++ {
+		b.out = append(b.out, b.bufs[i][:b.sizes[i]])
+		bytes += uint64(b.sizes[i])
+	}
+	if err := d.bind.Send(b.out, ep); err != nil {
+		d.ctr.add(cTxSendErrors, uint64(b.n))
+	} else {
+		p.txBytes.Add(bytes)
+	}
+	b.release()
+}
+
+// cryptoWorker seals or opens batches until the device stops.
+func (d *Device) cryptoWorker() {
+	defer d.workersWG.Done()
+	for b := range d.work {
+		p := b.peer
+		if b.sendKP != nil {
+			d.seal(b)
+			p.sendq.complete(b, p.flushSend)
+		} else {
+			d.open(b)
+			p.recvq.complete(b, p.deliver)
+		}
+	}
+}
+
+func jitter() time.Duration {
+	return time.Duration(rand.Int64N(int64(noise.RekeyTimeoutJitterMax) + 1))
+}

@@ -1,0 +1,83 @@
+package device
+
+import "sync"
+
+// sequencer keeps one peer's batches in the order they were handed to the
+// crypto workers and releases them in that order once each is done. It has
+// no goroutine: whichever worker finishes the batch at the head flushes it,
+// and any batches behind it that are already done, so idle peers cost
+// nothing and a slow batch delays only its own peer.
+type sequencer struct {
+	mu   sync.Mutex // guards ring, head, n
+	ring []*batch
+	head int
+	n    int
+
+	flushMu sync.Mutex // held while flushing, so flushes of one peer never interleave
+}
+
+func newSequencer(capacity int) *sequencer {
+	return &sequencer{ring: make([]*batch, capacity)}
+}
+
+// push appends b; false when the queue is full (the caller drops b).
+func (s *sequencer) push(b *batch) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == len(s.ring) {
+		return false
+	}
+	s.ring[(s.head+s.n)%len(s.ring)] = b
+	s.n++
+	return true
+}
+
+// popDone removes and returns the head if it is done.
+func (s *sequencer) popDone() *batch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == 0 {
+		return nil
+	}
+	b := s.ring[s.head]
+	if !b.done.Load() {
+		return nil
+	}
+	s.ring[s.head] = nil
+	s.head = (s.head + 1) % len(s.ring)
+	s.n--
+	return b
+}
+
+func (s *sequencer) headDone() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n > 0 && s.ring[s.head].done.Load()
+}
+
+// complete marks b done and flushes every done batch at the head, in order,
+// through flush. If another goroutine is flushing, it leaves the work to it;
+// the re-check after unlocking closes the gap where that goroutine had
+// already looked at the head before b was marked.
+func (s *sequencer) complete(b *batch, flush func(*batch)) {
+	b.done.Store(true)
+	for {
+		if !s.flushMu.TryLock() {
+			return
+		}
+		for h := s.popDone(); h != nil; h = s.popDone() {
+			flush(h)
+		}
+		s.flushMu.Unlock()
+		if !s.headDone() {
+			return
+		}
+	}
+}
+
+// len is the number of queued batches.
+func (s *sequencer) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
