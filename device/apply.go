@@ -203,7 +203,7 @@ func (d *Device) removePeerLocked(p *Peer) {
 	p.mu.Lock()
 	p.removed = true
 	p.zeroKeysLocked()
-	p.staged = nil
+	p.dropStagedLocked()
 	p.timers.Stop()
 	p.mu.Unlock()
 	d.wheel.schedule(p, time.Time{})

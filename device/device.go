@@ -34,6 +34,8 @@ type Options struct {
 	// StagedPackets caps the packets held per peer while a handshake is
 	// pending; the oldest is dropped beyond it (default 128).
 	StagedPackets int
+	// StagingBuffers caps the packets staged across all peers (default 1024).
+	StagingBuffers int
 	// HandshakeQueue caps queued handshake messages; a quarter full counts
 	// as "under load" and makes the device demand cookies (default 1024).
 	HandshakeQueue int
@@ -67,6 +69,9 @@ func (o *Options) setDefaults() {
 	if o.StagedPackets <= 0 {
 		o.StagedPackets = 128
 	}
+	if o.StagingBuffers <= 0 {
+		o.StagingBuffers = 1024
+	}
 	if o.HandshakeQueue <= 0 {
 		o.HandshakeQueue = 1024
 	}
@@ -87,19 +92,20 @@ func (o *Options) setDefaults() {
 // Peer.mu are never held together, nor is Peer.epMu with anything. The data
 // path takes only peersMu/aipMu for reading and one Peer.mu per batch.
 type Device struct {
-	opts   Options
-	tun    tun.Device
-	bind   conn.Bind
-	tp     timers.Params
-	mtu    atomic.Int32
-	pool   atomic.Pointer[batchPool]
-	ctr    counters
-	index  *noise.IndexTable[indexEntry]
-	wheel  *timerWheel
-	limit  *ratelimit.Limiter
-	work   chan *batch // crypto jobs, both directions
-	hsq    chan *hsMsg
-	hsFree chan *hsMsg
+	opts    Options
+	tun     tun.Device
+	bind    conn.Bind
+	tp      timers.Params
+	mtu     atomic.Int32
+	pool    atomic.Pointer[batchPool]
+	staging *stagePool
+	ctr     counters
+	index   *noise.IndexTable[indexEntry]
+	wheel   *timerWheel
+	limit   *ratelimit.Limiter
+	work    chan *batch // crypto jobs, both directions
+	hsq     chan *hsMsg
+	hsFree  chan *hsMsg
 
 	cfgMu      sync.Mutex // serializes Apply and bind changes
 	listenPort uint16     // guarded by cfgMu
@@ -165,6 +171,7 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 	d.mtu.Store(int32(mtu))
 	d.pool.Store(newBatchPool(opts.Batches, opts.BatchSize, bufSizeFor(mtu)))
 	d.wheel = newTimerWheel(d)
+	d.staging = newStagePool(opts.StagingBuffers, max(mtu, 1500))
 
 	d.cfgMu.Lock()
 	err = d.openBindLocked(opts.ListenPort)

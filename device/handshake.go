@@ -263,7 +263,6 @@ func (d *Device) handleResponse(msg []byte, ep conn.Endpoint, now time.Time) {
 func (p *Peer) initiate(now time.Time, retry bool) {
 	d := p.d
 	ep, hasEp := p.endpoint()
-	var buf [noise.InitiationSize]byte
 	p.mu.Lock()
 	if p.removed || !hasEp || d.static.Load() == nil {
 		p.mu.Unlock()
@@ -290,7 +289,7 @@ func (p *Peer) initiate(now time.Time, retry bool) {
 	}
 	p.hsIndex = idx
 	p.lastInitAt = now
-	out := init.AppendTo(buf[:0])
+	out := init.AppendTo(make([]byte, 0, noise.InitiationSize))
 	p.cookies.AddMACs(out, now)
 	p.timers.HandshakeInitiated(now, jitter())
 	p.timers.AuthenticatedSent(now)

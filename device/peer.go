@@ -125,24 +125,86 @@ func (p *Peer) zeroKeysLocked() {
 	p.hs.Clear()
 }
 
-// stageLocked keeps copies of packets that wait for a session. Copies, not
-// pool buffers: a peer that never answers must not hold the pool hostage.
+// stageLocked keeps copies of packets that wait for a session, in buffers
+// from the device's staging pool, not the batch pool: a peer that never
+// answers must not hold the data path hostage. Beyond the per-peer limit, or
+// when the pool is empty, the peer's oldest packet makes room.
 func (p *Peer) stageLocked(bufs [][]byte, sizes []int) {
 	limit := p.d.opts.StagedPackets
 	for i := range bufs {
 		pkt := bufs[i][stagedFrom : stagedFrom+sizes[i]]
-		if len(p.staged) >= limit {
-			p.staged[0] = nil
-			p.staged = p.staged[1:]
+		var buf []byte
+		if len(p.staged) < limit {
+			buf = p.d.staging.get()
+		}
+		if buf == nil {
+			if len(p.staged) == 0 {
+				p.d.ctr.inc(cTxStagedDropped)
+				continue
+			}
+			buf = p.staged[0]
+			copy(p.staged, p.staged[1:])
+			p.staged = p.staged[:len(p.staged)-1]
 			p.d.ctr.inc(cTxStagedDropped)
 		}
-		p.staged = append(p.staged, append([]byte(nil), pkt...))
+		if len(pkt) > cap(buf) {
+			// The MTU grew since this buffer was made; replace it one for one.
+			buf = make([]byte, 0, len(pkt))
+		}
+		p.staged = append(p.staged, append(buf[:0], pkt...))
 	}
 }
 
-// takeStagedLocked hands over the staged packets.
+// takeStagedLocked hands over the staged packets; the taker returns their
+// buffers to d.staging.
 func (p *Peer) takeStagedLocked() [][]byte {
 	s := p.staged
 	p.staged = nil
 	return s
+}
+
+// dropStagedLocked discards the staged packets and returns how many.
+func (p *Peer) dropStagedLocked() int {
+	n := len(p.staged)
+	for _, b := range p.staged {
+		p.d.staging.put(b)
+	}
+	p.staged = nil
+	return n
+}
+
+// stagePool is a bounded set of packet buffers for staging, allocated on
+// first use and reused after.
+type stagePool struct {
+	free    chan []byte
+	size    int
+	mu      sync.Mutex // guards made
+	made    int
+	maxMade int
+}
+
+func newStagePool(count, size int) *stagePool {
+	return &stagePool{free: make(chan []byte, count), size: size, maxMade: count}
+}
+
+func (s *stagePool) get() []byte {
+	select {
+	case b := <-s.free:
+		return b
+	default:
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.made >= s.maxMade {
+		return nil
+	}
+	s.made++
+	return make([]byte, 0, s.size)
+}
+
+func (s *stagePool) put(b []byte) {
+	select {
+	case s.free <- b[:0]:
+	default: // cannot happen: at most maxMade buffers exist
+	}
 }

@@ -155,23 +155,31 @@ func (p *Peer) sendBatch(b *batch, now time.Time) {
 	}
 }
 
-// sendStaged sends packets that waited for a session, in batches.
+// sendStaged sends packets that waited for a session, in batches, and
+// returns their staging buffers.
 func (p *Peer) sendStaged(pkts [][]byte, now time.Time) {
+	d := p.d
+	defer func() {
+		for _, b := range pkts {
+			d.staging.put(b)
+		}
+	}()
 	for len(pkts) > 0 {
-		b := p.d.getBatch()
+		b := d.getBatch()
 		if b == nil {
 			return
 		}
 		for b.n < len(b.bufs) && len(pkts) > 0 {
 			buf := b.bufs[b.n]
-			if len(pkts[0]) > len(buf)-stagedFrom-noise.TagSize-15 {
-				p.d.ctr.inc(cTxTooBig)
-				pkts = pkts[1:]
-				continue
-			}
-			b.sizes[b.n] = copy(buf[stagedFrom:], pkts[0])
-			b.n++
+			pkt := pkts[0]
 			pkts = pkts[1:]
+			if len(pkt) > len(buf)-stagedFrom-noise.TagSize-15 {
+				d.ctr.inc(cTxTooBig)
+			} else {
+				b.sizes[b.n] = copy(buf[stagedFrom:], pkt)
+				b.n++
+			}
+			d.staging.put(pkt)
 		}
 		if b.n == 0 {
 			b.release()

@@ -89,8 +89,7 @@ func (p *Peer) runTimers(now time.Time) {
 	act := p.timers.Due(now)
 	var dropped int
 	if act&timers.GiveUp != 0 {
-		dropped = len(p.staged)
-		p.staged = nil
+		dropped = p.dropStagedLocked()
 	}
 	next := p.timers.Next()
 	p.scheduledAt = next
