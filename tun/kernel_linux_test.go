@@ -1,0 +1,240 @@
+package tun_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/fips-go/fips-go/tun"
+	"github.com/fips-go/fips-go/tun/memtun"
+	"golang.org/x/sys/unix"
+)
+
+// requireRoot skips a test that needs root and /dev/net/tun, unless
+// FIPS_E2E=1 demands that it runs, in which case it fails.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	reason := ""
+	if os.Geteuid() != 0 {
+		reason = "needs root to create a TUN device"
+	} else if _, err := os.Stat("/dev/net/tun"); err != nil {
+		reason = "needs /dev/net/tun: " + err.Error()
+	} else if _, err := exec.LookPath("ip"); err != nil {
+		reason = "needs the ip command (iproute2)"
+	}
+	if reason == "" {
+		return
+	}
+	if os.Getenv("FIPS_E2E") == "1" {
+		t.Fatalf("FIPS_E2E=1 but %s", reason)
+	}
+	t.Skip(reason)
+}
+
+func run(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, out)
+	}
+}
+
+// reader copies every packet the device returns into a channel, so the test
+// can wait for a particular one with a timeout; it stops when Read fails
+// (the device was closed).
+func reader(dev tun.Device) <-chan []byte {
+	ch := make(chan []byte, 256)
+	go func() {
+		defer close(ch)
+		n := dev.BatchSize()
+		bufs := make([][]byte, n)
+		sizes := make([]int, n)
+		for i := range bufs {
+			bufs[i] = make([]byte, tun.Headroom+65535)
+		}
+		for {
+			k, err := dev.Read(bufs, sizes, tun.Headroom)
+			if err != nil {
+				return
+			}
+			for i := range k {
+				select {
+				case ch <- append([]byte(nil), bufs[i][tun.Headroom:tun.Headroom+sizes[i]]...):
+				default: // the test is not interested in a flood
+				}
+			}
+		}
+	}()
+	return ch
+}
+
+// await returns the first packet from ch that match accepts.
+func await(t *testing.T, ch <-chan []byte, what string, match func(memtun.PacketInfo) bool) memtun.PacketInfo {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case p, ok := <-ch:
+			if !ok {
+				t.Fatalf("device closed while waiting for %s", what)
+			}
+			in, err := memtun.ParsePacket(p)
+			if err == nil && match(in) {
+				if err := memtun.VerifyPacket(p); err != nil {
+					t.Fatalf("%s from the kernel: %v", what, err)
+				}
+				return in
+			}
+		case <-timeout:
+			t.Fatalf("no %s within 10s", what)
+		}
+	}
+}
+
+func writePacket(t *testing.T, dev tun.Device, pkt []byte) {
+	t.Helper()
+	buf := append(make([]byte, tun.Headroom), pkt...)
+	if n, err := dev.Write([][]byte{buf}, tun.Headroom); err != nil || n != 1 {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+}
+
+// TestKernelTUN creates a real TUN, gives it an address and checks both
+// directions: the kernel's ping and UDP reach Read, and the echo reply and
+// UDP datagram we Write reach the kernel's sockets.
+func TestKernelTUN(t *testing.T) {
+	requireRoot(t)
+	name := fmt.Sprintf("fipst%d", os.Getpid()%100000)
+	dev, err := tun.Create(name, 1420)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	if got, err := dev.Name(); err != nil || got != name {
+		t.Fatalf("Name = %q, %v; want %q", got, err, name)
+	}
+	if mtu, err := dev.MTU(); err != nil || mtu != 1420 {
+		t.Fatalf("MTU = %d, %v; want 1420", mtu, err)
+	}
+	if bs := dev.BatchSize(); bs < 2 {
+		t.Fatalf("BatchSize = %d: offloads (IFF_VNET_HDR) are not on", bs)
+	}
+	// A benchmarking-range subnet (RFC 2544) that nothing else on a
+	// development machine routes.
+	sub := os.Getpid() % 256
+	local := netip.MustParseAddr(fmt.Sprintf("198.18.%d.1", sub))
+	peer := netip.MustParseAddr(fmt.Sprintf("198.18.%d.2", sub))
+	run(t, "ip", "addr", "add", local.String()+"/24", "dev", name)
+	run(t, "ip", "link", "set", name, "up")
+	pkts := reader(dev)
+
+	// ping: the kernel's echo request reaches Read, our reply reaches ping.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ping := exec.CommandContext(ctx, "ping", "-n", "-c", "1", "-W", "10", peer.String())
+	if err := ping.Start(); err != nil {
+		t.Fatal(err)
+	}
+	req := await(t, pkts, "ICMP echo request", func(in memtun.PacketInfo) bool {
+		return in.Proto == memtun.ProtoICMPv4 && in.ICMPType == 8 && in.Dst == peer
+	})
+	writePacket(t, dev, memtun.BuildICMPv4Echo(peer, local, true, req.EchoID, req.EchoSeq, req.Payload))
+	if err := ping.Wait(); err != nil {
+		t.Fatalf("ping did not get our echo reply: %v", err)
+	}
+
+	// UDP both ways through a kernel socket on the TUN's address.
+	sock, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	sockAddr := sock.LocalAddr().(*net.UDPAddr).AddrPort()
+	peerAP := netip.AddrPortFrom(peer, 9999)
+	if _, err := sock.WriteToUDPAddrPort([]byte("to the tunnel"), peerAP); err != nil {
+		t.Fatal(err)
+	}
+	got := await(t, pkts, "UDP datagram", func(in memtun.PacketInfo) bool {
+		return in.Proto == memtun.ProtoUDP && in.Dst == peer && in.DstPort == 9999
+	})
+	if string(got.Payload) != "to the tunnel" || got.SrcPort != sockAddr.Port() {
+		t.Fatalf("UDP from kernel: %+v", got)
+	}
+	writePacket(t, dev, memtun.BuildUDPv4(peerAP, sockAddr, []byte("from the tunnel")))
+	_ = sock.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 100)
+	n, from, err := sock.ReadFromUDPAddrPort(buf)
+	if err != nil || !bytes.Equal(buf[:n], []byte("from the tunnel")) || from != peerAP {
+		t.Fatalf("kernel socket got %q from %v, %v", buf[:n], from, err)
+	}
+
+	// Close removes the (non-persistent) interface.
+	if err := dev.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range pkts {
+	}
+	if out, err := exec.Command("ip", "link", "show", name).CombinedOutput(); err == nil {
+		t.Fatalf("interface still exists after Close:\n%s", out)
+	}
+}
+
+func TestCreateValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mtu  int
+	}{{"", 1420}, {"a/b", 1420}, {"waytoolonginterfacename", 1420}, {"ok0", 10}, {"ok0", 70000}} {
+		if dev, err := tun.Create(tc.name, tc.mtu); err == nil {
+			dev.Close()
+			t.Errorf("Create(%q, %d) accepted", tc.name, tc.mtu)
+		}
+	}
+	if _, err := tun.CreateFromFile(nil, 1420); err == nil {
+		t.Error("CreateFromFile(nil) accepted")
+	}
+}
+
+// TestKernelTUNFromFile opens a TUN the way the daemonizing parent does and
+// hands the file to CreateFromFile, as the re-executed child does with fd 3.
+func TestKernelTUNFromFile(t *testing.T) {
+	requireRoot(t)
+	name := fmt.Sprintf("fipsf%d", os.Getpid()%100000)
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "/dev/net/tun")
+	dev, err := tun.CreateFromFile(f, 1380)
+	if err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	if got, _ := dev.Name(); got != name {
+		t.Fatalf("Name = %q, want %q", got, name)
+	}
+	out, err := exec.Command("ip", "link", "show", name).CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("mtu 1380")) {
+		t.Fatalf("ip link show %s: %v\n%s", name, err, out)
+	}
+	if dev.File() == nil {
+		t.Fatal("File() is nil for a kernel TUN")
+	}
+}
