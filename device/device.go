@@ -148,7 +148,7 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 		opts:   opts,
 		tun:    t,
 		bind:   b,
-		tp:     opts.Timers,
+		tp:     opts.Timers.WithDefaults(),
 		index:  noise.NewIndexTable[indexEntry](opts.Rand),
 		limit:  ratelimit.New(ratelimit.Options{}),
 		work:   make(chan *batch, opts.Batches),
@@ -157,9 +157,6 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 		peers:  make(map[noise.PublicKey]*Peer),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
-	}
-	if d.tp == (timers.Params{}) {
-		d.tp = timers.DefaultParams()
 	}
 	for range opts.HandshakeQueue {
 		d.hsFree <- new(hsMsg)

@@ -58,7 +58,7 @@ func New(p Params) *Timers {
 // Init resets t to a fresh state using p, for Timers embedded in a larger
 // struct.
 func (t *Timers) Init(p Params) {
-	*t = Timers{p: p.withDefaults()}
+	*t = Timers{p: p.WithDefaults()}
 }
 
 // params returns the durations in force. Init stores them with defaults

@@ -36,8 +36,8 @@ func DefaultParams() Params {
 	}
 }
 
-// withDefaults replaces unset fields with the protocol defaults.
-func (p Params) withDefaults() Params {
+// WithDefaults replaces unset (zero or negative) fields with the protocol defaults.
+func (p Params) WithDefaults() Params {
 	d := DefaultParams()
 	fill := func(v *time.Duration, def time.Duration) {
 		if *v <= 0 {
@@ -57,7 +57,7 @@ func (p Params) withDefaults() Params {
 // for the initiator only, once the keypair is RekeyAfterTime old (only the
 // initiator rekeys on age, so both sides do not start handshakes at once).
 func (p Params) RekeyOnSend(created time.Time, initiator bool, sendCount uint64, now time.Time) bool {
-	p = p.withDefaults()
+	p = p.WithDefaults()
 	return sendCount >= noise.RekeyAfterMessages ||
 		(initiator && now.Sub(created) >= p.RekeyAfterTime)
 }
@@ -68,14 +68,14 @@ func (p Params) RekeyOnSend(created time.Time, initiator bool, sendCount uint64,
 // receives still gets a fresh keypair before the current one is rejected.
 // The device should do this at most once per keypair.
 func (p Params) RekeyOnReceive(created time.Time, initiator bool, now time.Time) bool {
-	p = p.withDefaults()
+	p = p.WithDefaults()
 	return initiator && now.Sub(created) >= p.RejectAfterTime-p.KeepaliveTimeout-p.RekeyTimeout
 }
 
 // Expired reports whether a keypair created at created is too old to send
 // or receive with (RejectAfterTime).
 func (p Params) Expired(created time.Time, now time.Time) bool {
-	p = p.withDefaults()
+	p = p.WithDefaults()
 	return now.Sub(created) >= p.RejectAfterTime
 }
 

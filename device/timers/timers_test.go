@@ -350,7 +350,7 @@ func TestZeroValueAndCustomParams(t *testing.T) {
 	if tm.Next() != at(3*noise.RejectAfterTime) {
 		t.Fatal("negative RejectAfterTime did not fall back to the default")
 	}
-	if DefaultParams().withDefaults() != DefaultParams() || (Params{}).withDefaults() != DefaultParams() {
+	if DefaultParams().WithDefaults() != DefaultParams() || (Params{}).WithDefaults() != DefaultParams() {
 		t.Fatal("defaults inconsistent")
 	}
 }
