@@ -48,9 +48,18 @@ func FormatShow(w io.Writer, iface string, st device.Status, opts ShowOptions) e
 		showPeer(bw, ps, now, opts)
 	}
 	if opts.Counters && len(st.Counters) > 0 {
+		// Only what happened: a list of zeros hides the one that matters.
 		bw.WriteString("\ncounters:\n")
+		zero := 0
 		for _, c := range st.Counters {
+			if c.Value == 0 {
+				zero++
+				continue
+			}
 			fmt.Fprintf(bw, "  %s: %d\n", c.Name, c.Value)
+		}
+		if zero > 0 {
+			fmt.Fprintf(bw, "  (%d more, all zero)\n", zero)
 		}
 	}
 	return bw.Flush()

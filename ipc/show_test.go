@@ -56,7 +56,9 @@ func TestFormatShow(t *testing.T) {
 		"\n" +
 		"counters:\n" +
 		"  rx_drop_replay: 3\n" +
-		"  handshakes: 9223372036854775808\n"
+		"  handshakes: 9223372036854775808\n" +
+		"  (1 more, all zero)\n"
+	st.Counters = append(st.Counters, device.Counter{Name: "rx_drop_garbage"})
 	var b bytes.Buffer
 	if err := ipc.FormatShow(&b, "wg0", st, ipc.ShowOptions{Now: time.Unix(1700000000, 0), Counters: true}); err != nil {
 		t.Fatal(err)
