@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/urfave/cli/v3"
 )
 
@@ -8,10 +11,30 @@ import (
 var version = "0.1.0-dev"
 
 func newApp() *cli.Command {
+	cmds := keyCommands()
+	cmds = append(cmds, clientCommands()...)
+	cmds = append(cmds, benchCommand())
 	return &cli.Command{
-		Name:     "fips-go",
-		Usage:    "a fast userspace WireGuard, drop-in for wireguard-go",
-		Version:  version,
-		Commands: keyCommands(),
+		Name:      "fips-go",
+		Usage:     "a fast userspace WireGuard, drop-in for wireguard-go",
+		UsageText: "fips-go [-f] IFACE          create IFACE and run it (as wireguard-go does)\n   fips-go COMMAND [args...]   keys, configuration, benchmark",
+		Description: "Run as `fips-go wg0` (or via wg-quick with WG_QUICK_USERSPACE_IMPLEMENTATION=fips-go),\n" +
+			"then configure with `wg` or the built-in `fips-go set/setconf/show`.\n" +
+			"Environment: LOG_LEVEL=verbose|debug|error|silent, WG_SOCKET_DIR (client commands),\n" +
+			"FIPS_GO_DISABLE_GSO=1 / FIPS_GO_DISABLE_GRO=1 to turn UDP offloads off.",
+		Version: version,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "foreground", Aliases: []string{"f"}, Usage: "stay in the foreground instead of daemonizing"},
+		},
+		Commands: cmds,
+		Action: func(ctx context.Context, c *cli.Command) error {
+			if c.Args().Len() != 1 {
+				return cli.ShowAppHelp(c)
+			}
+			if c.Args().Len() > 1 {
+				return fmt.Errorf("want one interface name, got %d arguments", c.Args().Len())
+			}
+			return runInterface(ctx, c, c.Args().First())
+		},
 	}
 }

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/ipc"
+	"github.com/urfave/cli/v3"
+)
+
+// The built-in wg(8)-style client: it talks to any UAPI socket, fips-go's or
+// wireguard-go's, so machines without wireguard-tools can still configure
+// an interface.
+
+func socketDir() string {
+	if d := os.Getenv("WG_SOCKET_DIR"); d != "" {
+		return d
+	}
+	return ipc.DefaultSocketDir
+}
+
+func resolveHost(host string) ([]netip.Addr, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+}
+
+func dial(iface string) (*ipc.Client, error) {
+	c, err := ipc.Dial(socketDir(), iface)
+	if err != nil {
+		return nil, fmt.Errorf("unable to access interface %s: %w", iface, err)
+	}
+	return c, nil
+}
+
+func withClient(iface string, fn func(*ipc.Client) error) error {
+	c, err := dial(iface)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(c)
+}
+
+func clientCommands() []*cli.Command {
+	return []*cli.Command{
+		{
+			Name:      "show",
+			Usage:     "show interfaces, peers and fips-go's counters (like wg show)",
+			ArgsUsage: "[IFACE | all | interfaces] [dump]",
+			Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "counters", Value: true, Usage: "also print fips-go's drop and handshake counters"},
+				&cli.BoolFlag{Name: "show-keys", Usage: "print private and preshared keys instead of (hidden)"},
+			},
+			Action: cmdShow,
+		},
+		{
+			Name:      "showconf",
+			Usage:     "print the interface's configuration in wg config-file format",
+			ArgsUsage: "IFACE",
+			Action: func(ctx context.Context, c *cli.Command) error {
+				iface, err := oneArg(c, "IFACE")
+				if err != nil {
+					return err
+				}
+				return withClient(iface, func(cl *ipc.Client) error {
+					st, err := cl.Get()
+					if err != nil {
+						return err
+					}
+					_, err = io.WriteString(c.Root().Writer, ipc.FormatConfig(st))
+					return err
+				})
+			},
+		},
+		{
+			Name:      "set",
+			Usage:     "change an interface, with wg set's arguments",
+			ArgsUsage: "IFACE [listen-port P] [fwmark M] [private-key FILE] [peer KEY [remove] [preshared-key FILE] [endpoint H:P] [persistent-keepalive N|off] [allowed-ips A/B,...]]...",
+			Action: func(ctx context.Context, c *cli.Command) error {
+				args := c.Args().Slice()
+				if len(args) < 1 {
+					return errors.New("set: missing IFACE")
+				}
+				cfg, err := ipc.ParseSetArgs(args[1:], resolveHost, os.ReadFile)
+				if err != nil {
+					return fmt.Errorf("set: %w", err)
+				}
+				return withClient(args[0], func(cl *ipc.Client) error { return cl.Set(cfg) })
+			},
+		},
+		confCommand("setconf", "replace the interface's configuration with a config file", ipc.ParseConfigFile),
+		confCommand("addconf", "add the peers and settings of a config file to the interface", ipc.ParseAddConfigFile),
+		{
+			Name:      "syncconf",
+			Usage:     "make the interface match a config file, disturbing unchanged peers as little as possible",
+			ArgsUsage: "IFACE FILE",
+			Action: func(ctx context.Context, c *cli.Command) error {
+				iface, want, err := readConf(c, ipc.ParseConfigFile)
+				if err != nil {
+					return err
+				}
+				return withClient(iface, func(cl *ipc.Client) error {
+					cur, err := cl.Get()
+					if err != nil {
+						return err
+					}
+					return cl.Set(ipc.SyncConfig(cur, want))
+				})
+			},
+		},
+	}
+}
+
+type confParser func(r io.Reader, name string, resolve ipc.Resolver) (*device.Config, error)
+
+func readConf(c *cli.Command, parse confParser) (string, *device.Config, error) {
+	args := c.Args().Slice()
+	if len(args) != 2 {
+		return "", nil, fmt.Errorf("%s: want IFACE FILE", c.Name)
+	}
+	f, err := os.Open(args[1])
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", c.Name, err)
+	}
+	defer f.Close()
+	cfg, err := parse(f, args[1], resolveHost)
+	if err != nil {
+		return "", nil, err
+	}
+	return args[0], cfg, nil
+}
+
+func confCommand(name, usage string, parse confParser) *cli.Command {
+	return &cli.Command{
+		Name:      name,
+		Usage:     usage,
+		ArgsUsage: "IFACE FILE",
+		Action: func(ctx context.Context, c *cli.Command) error {
+			iface, cfg, err := readConf(c, parse)
+			if err != nil {
+				return err
+			}
+			return withClient(iface, func(cl *ipc.Client) error { return cl.Set(cfg) })
+		},
+	}
+}
+
+func oneArg(c *cli.Command, what string) (string, error) {
+	if c.Args().Len() != 1 {
+		return "", fmt.Errorf("%s: want %s", c.Name, what)
+	}
+	return c.Args().First(), nil
+}
+
+func cmdShow(ctx context.Context, c *cli.Command) error {
+	args := c.Args().Slice()
+	target, dump := "all", false
+	if len(args) > 0 {
+		target = args[0]
+	}
+	if len(args) > 1 {
+		if args[1] != "dump" {
+			return fmt.Errorf("show: unknown field %q (only dump is supported)", args[1])
+		}
+		dump = true
+	}
+	if len(args) > 2 {
+		return errors.New("show: too many arguments")
+	}
+	w := c.Root().Writer
+	if target == "interfaces" {
+		names, err := ipc.Interfaces(socketDir())
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(w, strings.Join(names, " "))
+		return err
+	}
+	names := []string{target}
+	if target == "all" {
+		var err error
+		if names, err = ipc.Interfaces(socketDir()); err != nil {
+			return err
+		}
+	}
+	opts := ipc.ShowOptions{Now: time.Now(), Counters: c.Bool("counters"), ShowKeys: c.Bool("show-keys")}
+	for i, name := range names {
+		err := withClient(name, func(cl *ipc.Client) error {
+			st, err := cl.Get()
+			if err != nil {
+				return err
+			}
+			if opts.Counters && !dump {
+				// wireguard-go does not know the counters request; show what it can.
+				if ctrs, err := cl.Counters(); err == nil {
+					st.Counters = ctrs
+				}
+			}
+			if dump {
+				prefix := ""
+				if target == "all" {
+					prefix = name
+				}
+				return ipc.FormatDump(w, prefix, st)
+			}
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			return ipc.FormatShow(w, name, st, opts)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

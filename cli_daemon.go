@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/ipc"
+	"github.com/fips-go/fips-go/tun"
+	"github.com/urfave/cli/v3"
+)
+
+// The wireguard-go daemon contract: the parent creates the TUN and the UAPI
+// socket, re-executes itself with them on fds 3 and 4, and exits 0 once the
+// child answers on the socket.
+const (
+	envTunFD      = "WG_TUN_FD"
+	envUAPIFD     = "WG_UAPI_FD"
+	envForeground = "WG_PROCESS_FOREGROUND"
+	envLogLevel   = "LOG_LEVEL"
+	defaultMTU    = 1420
+	readyTimeout  = 15 * time.Second
+)
+
+// logLevel maps LOG_LEVEL to (verbose logger, error logger).
+func loggers(prefix string) (logf, errf func(string, ...any)) {
+	discard := func(string, ...any) {}
+	l := log.New(os.Stderr, prefix, log.LstdFlags)
+	switch os.Getenv(envLogLevel) {
+	case "verbose", "debug":
+		return l.Printf, l.Printf
+	case "silent":
+		return discard, discard
+	default: // "error" and unset
+		return discard, l.Printf
+	}
+}
+
+// runInterface is `fips-go [-f] IFACE`.
+func runInterface(ctx context.Context, c *cli.Command, iface string) error {
+	foreground := c.Bool("foreground") || os.Getenv(envForeground) == "1"
+	if os.Getenv(envForeground) == "1" && os.Getenv(envTunFD) != "" {
+		return runDaemonChild(iface)
+	}
+	if !foreground {
+		return daemonize(iface)
+	}
+	t, err := tun.Create(iface, defaultMTU)
+	if err != nil {
+		return fmt.Errorf("creating TUN %q: %w", iface, err)
+	}
+	name, err := t.Name()
+	if err != nil {
+		t.Close()
+		return fmt.Errorf("reading TUN name: %w", err)
+	}
+	l, err := ipc.Listen(ipc.DefaultSocketDir, name)
+	if err != nil {
+		t.Close()
+		return err
+	}
+	return serve(name, t, l)
+}
+
+// daemonize creates the TUN and socket, starts the child on them, and waits
+// until the child answers a get request, so that a script may use the
+// interface the moment this returns.
+func daemonize(iface string) error {
+	t, err := tun.Create(iface, defaultMTU)
+	if err != nil {
+		return fmt.Errorf("creating TUN %q: %w", iface, err)
+	}
+	defer t.Close()
+	name, err := t.Name()
+	if err != nil {
+		return fmt.Errorf("reading TUN name: %w", err)
+	}
+	l, err := ipc.Listen(ipc.DefaultSocketDir, name)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("finding own executable: %w", err)
+	}
+	path := l.Path()
+	// The child owns the socket from here on; if it never gets going, the
+	// file is ours to clean up.
+	uf, err := l.Detach()
+	if err != nil {
+		os.Remove(path)
+		return fmt.Errorf("UAPI socket: %w", err)
+	}
+	defer uf.Close()
+	cmd := exec.Command(self, name)
+	cmd.Env = append(os.Environ(), envTunFD+"=3", envUAPIFD+"=4", envForeground+"=1")
+	cmd.ExtraFiles = []*os.File{t.File(), uf}
+	if lv := os.Getenv(envLogLevel); lv == "verbose" || lv == "debug" {
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		os.Remove(path)
+		return fmt.Errorf("starting daemon: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(readyTimeout)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			os.Remove(path)
+			return fmt.Errorf("daemon exited before it was ready: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if cl, err := ipc.Dial(ipc.DefaultSocketDir, name); err == nil {
+			_, gerr := cl.Get()
+			cl.Close()
+			if gerr == nil {
+				cmd.Process.Release()
+				return nil
+			}
+		}
+	}
+	cmd.Process.Kill()
+	os.Remove(path)
+	return fmt.Errorf("daemon did not answer on its UAPI socket within %v", readyTimeout)
+}
+
+func runDaemonChild(iface string) error {
+	fd, err := strconv.Atoi(os.Getenv(envTunFD))
+	if err != nil {
+		return fmt.Errorf("%s: %w", envTunFD, err)
+	}
+	t, err := tun.CreateFromFile(os.NewFile(uintptr(fd), "/dev/net/tun"), defaultMTU)
+	if err != nil {
+		return fmt.Errorf("TUN from fd %d: %w", fd, err)
+	}
+	name, err := t.Name()
+	if err != nil {
+		name = iface
+	}
+	ufd, err := strconv.Atoi(os.Getenv(envUAPIFD))
+	if err != nil {
+		t.Close()
+		return fmt.Errorf("%s: %w", envUAPIFD, err)
+	}
+	path, err := ipc.SocketPath(ipc.DefaultSocketDir, name)
+	if err != nil {
+		t.Close()
+		return err
+	}
+	l, err := ipc.FileListener(os.NewFile(uintptr(ufd), "uapi"), path)
+	if err != nil {
+		t.Close()
+		return err
+	}
+	return serve(name, t, l)
+}
+
+// serve runs the device until a signal, the TUN going away, or the socket
+// file being removed.
+func serve(name string, t tun.Device, l *ipc.Listener) error {
+	logf, errf := loggers(fmt.Sprintf("fips-go(%s): ", name))
+	d, err := device.New(t, conn.NewDefault(bindOptions(logf)), device.Options{Logf: errf, Timers: testTimerParams()})
+	if err != nil {
+		l.Close()
+		t.Close()
+		return err
+	}
+	go func() {
+		if err := l.Serve(d, ipc.ServeOptions{Logf: logf}); err != nil {
+			errf("UAPI: %v", err)
+		}
+	}()
+	logf("interface %s is up", name)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case s := <-sig:
+		logf("received %v, shutting down", s)
+	case <-d.Done():
+		logf("device stopped: %v", d.Err())
+	case <-l.Removed():
+		logf("UAPI socket removed, shutting down")
+	}
+	l.Close()
+	d.Close()
+	return nil
+}
+
+// bindOptions maps the environment switches for offloads onto the bind.
+func bindOptions(logf func(string, ...any)) conn.Options {
+	return conn.Options{
+		DisableGSO: envBool("FIPS_GO_DISABLE_GSO"),
+		DisableGRO: envBool("FIPS_GO_DISABLE_GRO"),
+		Logf:       logf,
+	}
+}
+
+func envBool(k string) bool {
+	v, _ := strconv.ParseBool(os.Getenv(k))
+	return v
+}
