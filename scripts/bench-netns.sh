@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of fips-go and wireguard-go with real TUNs: two
+# network namespaces joined by a veth, one tunnel implementation on both
+# ends, iperf3 through the tunnel. Needs root, iperf3, wg, ping.
+#
+#   bash scripts/bench-netns.sh [seconds] [impl...]
+#
+# Prints one row per implementation and test: throughput, CPU seconds per
+# GB in the two tunnel processes together, peak RSS per process, and ping
+# RTT idle and under load.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs="${1:-10}"; shift || true
+impls=("${@:-fips-go wireguard-go}")
+[ "$(id -u)" -eq 0 ] || { echo "bench-netns: needs root" >&2; exit 1; }
+bash scripts/deps.sh
+mkdir -p bin
+go build -o bin/fips-go .
+go build -o bin/wireguard-go golang.zx2c4.com/wireguard
+NA=fbench-a NB=fbench-b
+cleanup() {
+  for n in $NA $NB; do
+    ip netns pids $n 2>/dev/null | xargs -r kill 2>/dev/null || true
+    ip netns del $n 2>/dev/null || true
+  done
+}
+trap cleanup EXIT
+clk=$(getconf CLK_TCK)
+
+cpu_ticks() { awk '{print $14+$15}' /proc/$1/stat; }
+hwm_kb() { awk '/VmHWM/{print $2}' /proc/$1/status; }
+
+setup() { # impl
+  cleanup
+  ip netns add $NA; ip netns add $NB
+  ip link add va netns $NA type veth peer name vb netns $NB
+  ip -n $NA addr add 192.168.77.1/24 dev va; ip -n $NB addr add 192.168.77.2/24 dev vb
+  ip -n $NA link set va up; ip -n $NB link set vb up
+  ip -n $NA link set lo up; ip -n $NB link set lo up
+  local ka kb
+  ka=$(bin/fips-go genkey); kb=$(bin/fips-go genkey)
+  ip netns exec $NA env LOG_LEVEL=error "bin/$1" fbwa
+  ip netns exec $NB env LOG_LEVEL=error "bin/$1" fbwb
+  ip netns exec $NA wg set fbwa listen-port 51820 private-key <(echo "$ka") \
+    peer "$(echo "$kb" | bin/fips-go pubkey)" endpoint 192.168.77.2:51820 allowed-ips 10.77.0.2/32
+  ip netns exec $NB wg set fbwb listen-port 51820 private-key <(echo "$kb") \
+    peer "$(echo "$ka" | bin/fips-go pubkey)" endpoint 192.168.77.1:51820 allowed-ips 10.77.0.1/32
+  ip -n $NA addr add 10.77.0.1/24 dev fbwa; ip -n $NB addr add 10.77.0.2/24 dev fbwb
+  ip -n $NA link set fbwa mtu 1420 up; ip -n $NB link set fbwb mtu 1420 up
+  ip netns exec $NA ping -c 3 -i 0.2 -W 2 10.77.0.2 >/dev/null
+  PA=$(ip netns pids $NA | head -1); PB=$(ip netns pids $NB | head -1)
+}
+
+rtt() { # ns dst count -> avg ms
+  ip netns exec "$1" ping -q -c "$3" -i 0.05 "$2" | awk -F/ '/rtt|round-trip/{print $5}'
+}
+
+run_iperf() { # label impl extra-args
+  local label=$1 impl=$2; shift 2
+  ip netns exec $NB iperf3 -s -1 -D -I /tmp/fbench-iperf.pid >/dev/null
+  sleep 0.3
+  local c0a c0b
+  c0a=$(cpu_ticks $PA); c0b=$(cpu_ticks $PB)
+  ip netns exec $NA iperf3 -c 10.77.0.2 -t "$secs" -J "$@" > /tmp/fbench.json &
+  local ip=$!
+  sleep $((secs / 2))
+  local loaded; loaded=$(rtt $NA 10.77.0.2 10)
+  wait $ip
+  local c1a c1b; c1a=$(cpu_ticks $PA); c1b=$(cpu_ticks $PB)
+  local bytes gbps cpu
+  bytes=$(python3 -c 'import json,sys;d=json.load(open("/tmp/fbench.json"));print(int(d["end"]["sum_received"]["bytes"]))')
+  gbps=$(python3 -c 'import json;d=json.load(open("/tmp/fbench.json"));print("%.2f"%(d["end"]["sum_received"]["bits_per_second"]/1e9))')
+  cpu=$(python3 -c "print('%.2f'%(((($c1a-$c0a)+($c1b-$c0b))/$clk)/($bytes/1e9)))")
+  printf '| %-12s | %-16s | %6s Gbit/s | %6s s/GB | %5s ms |\n' "$impl" "$label" "$gbps" "$cpu" "$loaded"
+}
+
+echo "| impl         | test             | throughput    | CPU/GB    | RTT loaded |"
+for impl in ${impls[@]}; do
+  setup "$impl"
+  idle=$(rtt $NA 10.77.0.2 20)
+  run_iperf "1 stream"          "$impl"
+  run_iperf "1 stream reverse"  "$impl" -R
+  run_iperf "4 streams"         "$impl" -P 4
+  run_iperf "4 streams reverse" "$impl" -P 4 -R
+  echo "|   $impl: idle RTT ${idle} ms, peak RSS $(( $(hwm_kb $PA) / 1024 )) / $(( $(hwm_kb $PB) / 1024 )) MiB"
+done
