@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
@@ -171,7 +172,11 @@ func runDaemonChild(iface string) error {
 // file being removed.
 func serve(name string, t tun.Device, l *ipc.Listener) error {
 	logf, errf := loggers(fmt.Sprintf("fips-go(%s): ", name))
-	d, err := device.New(t, conn.NewDefault(bindOptions(logf)), device.Options{Logf: errf, Timers: testTimerParams()})
+	d, err := device.New(t, conn.NewDefault(bindOptions(logf)), device.Options{
+		Logf:       errf,
+		Timers:     testTimerParams(),
+		GROBuffers: envInt("FIPS_GO_TUN_GRO_BUFFERS", 16),
+	})
 	if err != nil {
 		l.Close()
 		t.Close()
@@ -182,6 +187,14 @@ func serve(name string, t tun.Device, l *ipc.Listener) error {
 			errf("UAPI: %v", err)
 		}
 	}()
+	if path := os.Getenv("FIPS_GO_CPUPROFILE"); path != "" {
+		// For profiling the daemon under real traffic; written on shutdown.
+		if f, err := os.Create(path); err == nil {
+			if pprof.StartCPUProfile(f) == nil {
+				defer func() { pprof.StopCPUProfile(); f.Close() }()
+			}
+		}
+	}
 	logf("interface %s is up", name)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -205,6 +218,13 @@ func bindOptions(logf func(string, ...any)) conn.Options {
 		DisableGRO: envBool("FIPS_GO_DISABLE_GRO"),
 		Logf:       logf,
 	}
+}
+
+func envInt(k string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v >= 0 {
+		return v
+	}
+	return def
 }
 
 func envBool(k string) bool {

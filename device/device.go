@@ -39,6 +39,11 @@ type Options struct {
 	// HandshakeQueue caps queued handshake messages; a quarter full counts
 	// as "under load" and makes the device demand cookies (default 1024).
 	HandshakeQueue int
+	// GROBuffers is the number of 64 KiB buffers lent to TUN writes so that
+	// a TUN which coalesces on write (the kernel TUN with offloads) has room
+	// to merge each flow's packets. 0 turns this off (in-memory and netstack
+	// TUNs coalesce on their own).
+	GROBuffers int
 	// ListenPort is the UDP port to open at start (0 picks one).
 	ListenPort uint16
 	// Timers shortens protocol times for tests; the zero value is the
@@ -99,6 +104,7 @@ type Device struct {
 	mtu     atomic.Int32
 	pool    atomic.Pointer[batchPool]
 	staging *stagePool
+	gro     *groBufs // nil when GROBuffers is 0
 	ctr     counters
 	index   *noise.IndexTable[indexEntry]
 	wheel   *timerWheel
@@ -168,6 +174,7 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 	d.mtu.Store(int32(mtu))
 	d.pool.Store(newBatchPool(opts.Batches, opts.BatchSize, bufSizeFor(mtu)))
 	d.wheel = newTimerWheel(d)
+	d.gro = newGROBufs(opts.GROBuffers)
 	d.staging = newStagePool(opts.StagingBuffers, max(mtu, 1500))
 
 	d.cfgMu.Lock()

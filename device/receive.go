@@ -184,8 +184,13 @@ func (p *Peer) deliver(b *batch) {
 		p.authenticatedReceive(kp, b.eps[last], data > 0, now)
 	}
 	if len(b.out) > 0 {
+		var lent [maxHeads][]byte
+		n := d.gro.lendHeads(b.out, &lent)
 		if _, err := d.tun.Write(b.out, tun.Headroom); err != nil && !d.stopping() {
 			d.opts.Logf("device: TUN write: %v", err)
+		}
+		if n > 0 {
+			d.gro.returnHeads(&lent, n)
 		}
 	}
 	b.release()
