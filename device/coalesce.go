@@ -15,7 +15,7 @@ import (
 // groBufSize holds the largest super-packet the TUN builds plus headroom.
 const groBufSize = tun.Headroom + 65535
 
-// maxHeads is the most flows per batch that get a large buffer.
+// maxHeads is the most large buffers one batch borrows.
 const maxHeads = 8
 
 type groBufs struct {
@@ -45,15 +45,17 @@ func (g *groBufs) get() []byte {
 	}
 }
 
-// flowKey identifies a flow by its addresses and ports; zero when the packet
-// is not TCP or UDP (nothing to coalesce).
+// flowKey identifies a flow by its addresses and ports.
 type flowKey struct {
 	addrs [32]byte
 	ports uint32
 	proto uint8
 }
 
-func flowOf(pkt []byte) (k flowKey, ok bool) {
+// flowOf parses what coalescing depends on: the flow, the payload size and
+// whether the packet ends a run (TCP PSH). ok is false for anything but TCP
+// and UDP, which the TUN never merges.
+func flowOf(pkt []byte) (k flowKey, payload int, push bool, ok bool) {
 	var hl int
 	switch pkt[0] >> 4 {
 	case 4:
@@ -65,44 +67,68 @@ func flowOf(pkt []byte) (k flowKey, ok bool) {
 		k.proto = pkt[6]
 		copy(k.addrs[:], pkt[8:40])
 	default:
-		return k, false
+		return k, 0, false, false
 	}
-	if (k.proto != 6 && k.proto != 17) || len(pkt) < hl+4 {
-		return k, false
+	switch {
+	case k.proto == 6 && len(pkt) >= hl+20:
+		th := int(pkt[hl+12]>>4) * 4
+		payload = len(pkt) - hl - th
+		push = pkt[hl+13]&0x08 != 0
+	case k.proto == 17 && len(pkt) >= hl+8:
+		payload = len(pkt) - hl - 8
+	default:
+		return k, 0, false, false
 	}
 	k.ports = binary.BigEndian.Uint32(pkt[hl : hl+4])
-	return k, true
+	return k, payload, push, true
 }
 
-// lendHeads swaps the first packet of each flow in out into a large buffer
-// and returns the buffers lent, to be given back with returnHeads after the
-// write. out[i] is a packet with tun.Headroom bytes in front.
+// run is one flow's current super-packet as the TUN will build it.
+type run struct {
+	key   flowKey
+	seg   int  // payload size of its first packet; later ones must match
+	fill  int  // bytes in it so far
+	ended bool // a shorter or PSH packet closed it
+}
+
+// lendHeads predicts where the TUN will start a new super-packet (a flow's
+// first packet, or the first after a shorter or PSH packet, or when 64 KiB is
+// full) and swaps that packet into a large buffer. It returns how many
+// buffers it lent, to be given back with returnHeads after the write. out[i]
+// is a packet with tun.Headroom bytes in front.
 func (g *groBufs) lendHeads(out [][]byte, lent *[maxHeads][]byte) int {
 	if g == nil || len(out) < 2 {
 		return 0
 	}
-	var seen [maxHeads]flowKey
-	n := 0
+	var runs [maxHeads]run
+	flows, n := 0, 0
 	for i, p := range out {
-		k, ok := flowOf(p[tun.Headroom:])
-		if !ok {
-			continue
+		k, payload, push, ok := flowOf(p[tun.Headroom:])
+		if !ok || payload == 0 {
+			continue // pure ACKs are never merged
 		}
-		dup := false
-		for j := 0; j < n; j++ {
-			if seen[j] == k {
-				dup = true
-				break
+		j := 0
+		for j < flows && runs[j].key != k {
+			j++
+		}
+		size := len(p) - tun.Headroom
+		if j < flows {
+			r := &runs[j]
+			if !r.ended && payload <= r.seg && r.fill+size <= groBufSize-tun.Headroom {
+				r.fill += size
+				r.ended = payload < r.seg || push
+				continue
 			}
-		}
-		if dup {
+		} else if flows == maxHeads {
 			continue
+		} else {
+			flows++
 		}
 		big := g.get()
 		if big == nil {
 			break
 		}
-		seen[n] = k
+		runs[j] = run{key: k, seg: payload, fill: size, ended: push}
 		lent[n] = big
 		n++
 		out[i] = big[:copy(big, p)]

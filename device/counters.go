@@ -14,7 +14,6 @@ const (
 	cRxExpiredKeypair
 	cRxBadSource
 	cRxMalformedInner
-	cRxQueueFull
 	cRxHandshakeQueueFull
 	cRxHandshakeBadMAC
 	cRxHandshakeRejected
@@ -23,7 +22,6 @@ const (
 	cTxNoRoute
 	cTxNoEndpoint
 	cTxStagedDropped
-	cTxQueueFull
 	cTxSendErrors
 	cTxTooBig
 	cHandshakeInitiationsSent
@@ -46,7 +44,6 @@ var counterNames = [numCounters]string{
 	cRxExpiredKeypair:             "rx_drop_expired_keypair",
 	cRxBadSource:                  "rx_drop_source_not_allowed",
 	cRxMalformedInner:             "rx_drop_malformed_inner",
-	cRxQueueFull:                  "rx_drop_queue_full",
 	cRxHandshakeQueueFull:         "rx_drop_handshake_queue_full",
 	cRxHandshakeBadMAC:            "rx_drop_handshake_bad_mac",
 	cRxHandshakeRejected:          "rx_drop_handshake_rejected",
@@ -55,7 +52,6 @@ var counterNames = [numCounters]string{
 	cTxNoRoute:                    "tx_drop_no_route",
 	cTxNoEndpoint:                 "tx_drop_no_endpoint",
 	cTxStagedDropped:              "tx_drop_staged_overflow",
-	cTxQueueFull:                  "tx_drop_queue_full",
 	cTxSendErrors:                 "tx_send_errors",
 	cTxTooBig:                     "tx_drop_too_big",
 	cHandshakeInitiationsSent:     "handshake_initiations_sent",

@@ -246,13 +246,12 @@ func (d *Device) handleResponse(msg []byte, ep conn.Endpoint, now time.Time) {
 	p.timers.AuthenticatedTraversal(now)
 	p.rescheduleLocked()
 	p.lastHSAt = now
-	staged := p.takeStagedLocked()
+	haveStaged := len(p.staged) > 0
+	p.sendStagedSoonLocked(now)
 	p.mu.Unlock()
 	d.ctr.inc(cHandshakesCompleted)
 	p.setEndpoint(ep)
-	if len(staged) > 0 {
-		p.sendStaged(staged, now)
-	} else {
+	if !haveStaged {
 		// The responder needs data under the new keys to confirm them.
 		p.sendKeepalive(now)
 	}

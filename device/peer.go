@@ -35,6 +35,7 @@ type Peer struct {
 	lastHSAt    time.Time // last completed handshake
 	staged      [][]byte  // copies of packets waiting for a session, oldest first
 	scheduledAt time.Time // deadline the timer wheel holds for us (zero: none)
+	stagedDue   bool      // a session is up: the wheel sends the staged packets
 	removed     bool
 
 	cookies *noise.CookieGenerator // safe for concurrent use
@@ -153,6 +154,18 @@ func (p *Peer) stageLocked(bufs [][]byte, sizes []int) {
 		}
 		p.staged = append(p.staged, append(buf[:0], pkt...))
 	}
+}
+
+// sendStagedSoonLocked has the timer goroutine send the staged packets. Not
+// done in place: the callers are crypto workers and the handshake worker, and
+// sending may wait for a free batch, which only the workers can free.
+func (p *Peer) sendStagedSoonLocked(now time.Time) {
+	if len(p.staged) == 0 {
+		return
+	}
+	p.stagedDue = true
+	p.scheduledAt = now
+	p.d.wheel.schedule(p, now)
 }
 
 // takeStagedLocked hands over the staged packets; the taker returns their

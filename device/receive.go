@@ -106,12 +106,12 @@ func (d *Device) routeInbound(rb *batch, n int) *batch {
 func (d *Device) queueInbound(b *batch, kp *keypair) {
 	b.recvKP = kp
 	b.peer = kp.peer
-	if !kp.peer.recvq.push(b) {
-		d.ctr.add(cRxQueueFull, uint64(b.n))
+	if !kp.peer.recvq.reserve(d.stop) {
 		b.release()
 		return
 	}
-	d.work <- b
+	kp.peer.recvq.push(b)
+	d.dispatch(b)
 }
 
 // open decrypts every datagram of an inbound batch in place; ok[i] says
@@ -200,7 +200,6 @@ func (p *Peer) deliver(b *batch) {
 func (p *Peer) authenticatedReceive(kp *keypair, ep conn.Endpoint, data bool, now time.Time) {
 	d := p.d
 	p.setEndpointIfChanged(ep)
-	var staged [][]byte
 	p.mu.Lock()
 	if p.kps.Next == kp.Keypair {
 		// Key confirmation: the initiator used the session we answered.
@@ -210,7 +209,7 @@ func (p *Peer) authenticatedReceive(kp *keypair, ep conn.Endpoint, data bool, no
 		}
 		p.timers.HandshakeComplete(now)
 		p.lastHSAt = now
-		staged = p.takeStagedLocked()
+		p.sendStagedSoonLocked(now)
 	}
 	p.timers.AuthenticatedReceived(now)
 	p.timers.AuthenticatedTraversal(now)
@@ -220,9 +219,6 @@ func (p *Peer) authenticatedReceive(kp *keypair, ep conn.Endpoint, data bool, no
 	p.rescheduleLocked()
 	rekey := d.tp.RekeyOnReceive(kp.Created, kp.Initiator, now) && p.kps.Current == kp.Keypair
 	p.mu.Unlock()
-	if len(staged) > 0 {
-		p.sendStaged(staged, now)
-	}
 	if rekey {
 		p.initiate(now, false)
 	}

@@ -109,6 +109,12 @@ func (d *Device) routeOutbound(rb *batch, n int) *batch {
 func (p *Peer) sendBatch(b *batch, now time.Time) {
 	d := p.d
 	b.peer = p
+	// Room in the sequencer first, with no lock held: a full queue makes the
+	// producer wait rather than drop.
+	if !p.sendq.reserve(d.stop) {
+		b.release()
+		return
+	}
 	p.mu.Lock()
 	kp := p.currentSendKeypairLocked(now)
 	if kp == nil || p.removed {
@@ -116,6 +122,7 @@ func (p *Peer) sendBatch(b *batch, now time.Time) {
 			p.stageLocked(b.bufs[:b.n], b.sizes[:b.n])
 		}
 		p.mu.Unlock()
+		p.sendq.unreserve()
 		b.release()
 		p.initiate(now, false)
 		return
@@ -140,14 +147,15 @@ func (p *Peer) sendBatch(b *batch, now time.Time) {
 	p.timers.AuthenticatedTraversal(now)
 	p.rescheduleLocked()
 	rekey := d.tp.RekeyOnSend(kp.Created, kp.Initiator, kp.SendCount(), now)
-	queued := b.n > 0 && p.sendq.push(b)
+	queued := b.n > 0
+	if queued {
+		p.sendq.push(b)
+	}
 	p.mu.Unlock()
 	if queued {
-		d.work <- b
+		d.dispatch(b)
 	} else {
-		if b.n > 0 {
-			d.ctr.add(cTxQueueFull, uint64(b.n))
-		}
+		p.sendq.unreserve()
 		b.release()
 	}
 	if rekey {
@@ -258,18 +266,38 @@ func (p *Peer) flushSend(b *batch) {
 	b.release()
 }
 
+// inlineMax is the largest batch the producing goroutine seals or opens
+// itself. Handing a lone ACK or keepalive to a worker costs a wakeup and
+// more latency than the crypto it moves.
+const inlineMax = 4
+
+// dispatch does the crypto for a queued batch: inline when it is small,
+// else on a worker.
+func (d *Device) dispatch(b *batch) {
+	if b.n <= inlineMax {
+		d.crypt(b)
+		return
+	}
+	d.work <- b
+}
+
+// crypt seals or opens b and hands it to its peer's sequencer.
+func (d *Device) crypt(b *batch) {
+	p := b.peer
+	if b.sendKP != nil {
+		d.seal(b)
+		p.sendq.complete(b, p.flushSend)
+	} else {
+		d.open(b)
+		p.recvq.complete(b, p.deliver)
+	}
+}
+
 // cryptoWorker seals or opens batches until the device stops.
 func (d *Device) cryptoWorker() {
 	defer d.workersWG.Done()
 	for b := range d.work {
-		p := b.peer
-		if b.sendKP != nil {
-			d.seal(b)
-			p.sendq.complete(b, p.flushSend)
-		} else {
-			d.open(b)
-			p.recvq.complete(b, p.deliver)
-		}
+		d.crypt(b)
 	}
 }
 

@@ -8,6 +8,12 @@ import "sync"
 // and any batches behind it that are already done, so idle peers cost
 // nothing and a slow batch delays only its own peer.
 type sequencer struct {
+	// slots holds one token per queued or reserved batch: a producer
+	// reserves before it takes any lock and waits while the queue is full,
+	// which pushes back on the TUN (and, through it, on TCP) instead of
+	// dropping packets.
+	slots chan struct{}
+
 	mu   sync.Mutex // guards ring, head, n
 	ring []*batch
 	head int
@@ -17,19 +23,28 @@ type sequencer struct {
 }
 
 func newSequencer(capacity int) *sequencer {
-	return &sequencer{ring: make([]*batch, capacity)}
+	return &sequencer{ring: make([]*batch, capacity), slots: make(chan struct{}, capacity)}
 }
 
-// push appends b; false when the queue is full (the caller drops b).
-func (s *sequencer) push(b *batch) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n == len(s.ring) {
+// reserve waits for room for one batch; false if stop closed first. The
+// caller must push or unreserve. It must not hold locks that a flush needs.
+func (s *sequencer) reserve(stop <-chan struct{}) bool {
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	case <-stop:
 		return false
 	}
+}
+
+func (s *sequencer) unreserve() { <-s.slots }
+
+// push appends b into a reserved slot.
+func (s *sequencer) push(b *batch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.ring[(s.head+s.n)%len(s.ring)] = b
 	s.n++
-	return true
 }
 
 // popDone removes and returns the head if it is done.
@@ -46,6 +61,7 @@ func (s *sequencer) popDone() *batch {
 	s.ring[s.head] = nil
 	s.head = (s.head + 1) % len(s.ring)
 	s.n--
+	<-s.slots
 	return b
 }
 

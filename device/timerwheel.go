@@ -87,6 +87,11 @@ func (p *Peer) runTimers(now time.Time) {
 		return
 	}
 	act := p.timers.Due(now)
+	var staged [][]byte
+	if p.stagedDue {
+		p.stagedDue = false
+		staged = p.takeStagedLocked()
+	}
 	var dropped int
 	if act&timers.GiveUp != 0 {
 		dropped = p.dropStagedLocked()
@@ -98,6 +103,9 @@ func (p *Peer) runTimers(now time.Time) {
 	}
 	p.mu.Unlock()
 	d := p.d
+	if len(staged) > 0 {
+		p.sendStaged(staged, now)
+	}
 	if dropped > 0 {
 		d.ctr.add(cTxStagedDropped, uint64(dropped))
 	}
