@@ -189,7 +189,7 @@ func serve(name string, t tun.Device, l *ipc.Listener) error {
 	}()
 	if path := os.Getenv("FIPS_GO_CPUPROFILE"); path != "" {
 		// For profiling the daemon under real traffic; written on shutdown.
-		if f, err := os.Create(path); err == nil {
+		if f, err := os.Create(path + "." + name); err == nil {
 			if pprof.StartCPUProfile(f) == nil {
 				defer func() { pprof.StopCPUProfile(); f.Close() }()
 			}
