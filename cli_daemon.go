@@ -176,6 +176,7 @@ func serve(name string, t tun.Device, l *ipc.Listener) error {
 		Logf:       errf,
 		Timers:     testTimerParams(),
 		GROBuffers: envInt("FIPS_GO_TUN_GRO_BUFFERS", 16),
+		PeerQueue:  envInt("FIPS_GO_PEER_QUEUE", 0),
 	})
 	if err != nil {
 		l.Close()

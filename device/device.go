@@ -31,6 +31,12 @@ type Options struct {
 	// Batches is the number of batches in the pool, the device's memory
 	// ceiling: Batches * BatchSize packet buffers (default 48).
 	Batches int
+	// PeerQueue is how many batches one peer may have in flight in each
+	// direction; a producer waits beyond it (default and most: Batches/2).
+	// Measured on the netns setup, 24/8/4 gave 2.29/1.89/1.66 Gbit/s with
+	// 7.6/5.8/7.3 ms RTT under load: depth buys throughput, and the loaded
+	// RTT comes mostly from elsewhere (the TUN's own queue).
+	PeerQueue int
 	// StagedPackets caps the packets held per peer while a handshake is
 	// pending; the oldest is dropped beyond it (default 128).
 	StagedPackets int
@@ -71,6 +77,10 @@ func (o *Options) setDefaults() {
 	if o.Batches < 4 {
 		o.Batches = 4
 	}
+	if o.PeerQueue <= 0 {
+		o.PeerQueue = o.Batches / 2
+	}
+	o.PeerQueue = max(2, min(o.PeerQueue, o.Batches/2))
 	if o.StagedPackets <= 0 {
 		o.StagedPackets = 128
 	}

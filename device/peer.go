@@ -53,7 +53,7 @@ type Peer struct {
 }
 
 func (d *Device) newPeer(pub noise.PublicKey) *Peer {
-	qlen := max(2, d.opts.Batches/2)
+	qlen := d.opts.PeerQueue
 	p := &Peer{
 		d:       d,
 		pub:     pub,
