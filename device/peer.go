@@ -46,6 +46,7 @@ type Peer struct {
 	txBytes  atomic.Uint64
 	rxBytes  atomic.Uint64
 	sendq    *sequencer
+	sendOut  [][]byte // datagrams of one flush, guarded by sendq.flushMu
 	recvq    *sequencer
 	heapIdx  int       // position in the timer wheel heap, guarded by wheel.mu; -1 when absent
 	wheelAt  time.Time // guarded by wheel.mu

@@ -132,6 +132,13 @@ func (d *Device) open(b *batch) {
 	}
 }
 
+// deliverAll delivers batches in order; called by the receive sequencer.
+func (p *Peer) deliverAll(bs []*batch) {
+	for _, b := range bs {
+		p.deliver(b)
+	}
+}
+
 // deliver runs in nonce-arrival order per peer: replay check, source check
 // against the peer's allowed IPs, then one batched TUN write. It also does
 // the bookkeeping an authenticated packet triggers: key confirmation,

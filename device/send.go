@@ -242,28 +242,48 @@ func paddedSize(size, mtu int) int {
 	return p
 }
 
-// flushSend writes a sealed batch to the peer's endpoint. Called by the
-// peer's sequencer, in nonce order.
-func (p *Peer) flushSend(b *batch) {
+// flushSend writes sealed batches to the peer's endpoint, in nonce order,
+// in as few sends as the bind's batch size allows: a run of one-packet
+// batches (a UDP stream read a packet at a time) costs one sendmmsg, not
+// one each. Called by the peer's send sequencer, which serializes it.
+func (p *Peer) flushSend(bs []*batch) {
 	d := p.d
 	ep, ok := p.endpoint()
-	if !ok {
-		d.ctr.add(cTxNoEndpoint, uint64(b.n))
-		b.release()
-		return
+	if p.sendOut == nil { // first send: idle peers never pay for this
+		p.sendOut = make([][]byte, 0, max(d.opts.BatchSize, d.bind.BatchSize()))
 	}
-	b.out = b.out[:0]
+	out := p.sendOut[:0]
 	var bytes uint64
-	for i := 0; i < b.n; i++ {
-		b.out = append(b.out, b.bufs[i][:b.sizes[i]])
-		bytes += uint64(b.sizes[i])
+	flush := func() {
+		if len(out) == 0 {
+			return
+		}
+		if err := d.bind.Send(out, ep); err != nil {
+			d.ctr.add(cTxSendErrors, uint64(len(out)))
+		} else {
+			p.txBytes.Add(bytes)
+		}
+		clear(out)
+		out, bytes = out[:0], 0
 	}
-	if err := d.bind.Send(b.out, ep); err != nil {
-		d.ctr.add(cTxSendErrors, uint64(b.n))
-	} else {
-		p.txBytes.Add(bytes)
+	for _, b := range bs {
+		if !ok {
+			d.ctr.add(cTxNoEndpoint, uint64(b.n))
+			continue
+		}
+		if len(out)+b.n > cap(out) {
+			flush()
+		}
+		for i := 0; i < b.n; i++ {
+			out = append(out, b.bufs[i][:b.sizes[i]])
+			bytes += uint64(b.sizes[i])
+		}
 	}
-	b.release()
+	flush()
+	p.sendOut = out
+	for _, b := range bs {
+		b.release()
+	}
 }
 
 // inlineMax is the largest batch the producing goroutine seals or opens
@@ -271,10 +291,12 @@ func (p *Peer) flushSend(b *batch) {
 // more latency than the crypto it moves.
 const inlineMax = 4
 
-// dispatch does the crypto for a queued batch: inline when it is small,
-// else on a worker.
+// dispatch does the crypto for a queued batch: inline when it is small and
+// inbound, else on a worker. Outbound batches always go to a worker: the TUN
+// reader must stay free to drain the TUN, or a stream read one packet at a
+// time overflows the TUN's queue while the reader sits in sendmmsg.
 func (d *Device) dispatch(b *batch) {
-	if b.n <= inlineMax {
+	if b.n <= inlineMax && b.sendKP == nil {
 		d.crypt(b)
 		return
 	}
@@ -289,7 +311,7 @@ func (d *Device) crypt(b *batch) {
 		p.sendq.complete(b, p.flushSend)
 	} else {
 		d.open(b)
-		p.recvq.complete(b, p.deliver)
+		p.recvq.complete(b, p.deliverAll)
 	}
 }
 

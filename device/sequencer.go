@@ -20,10 +20,11 @@ type sequencer struct {
 	n    int
 
 	flushMu sync.Mutex // held while flushing, so flushes of one peer never interleave
+	ready   []*batch   // scratch for complete, guarded by flushMu
 }
 
 func newSequencer(capacity int) *sequencer {
-	return &sequencer{ring: make([]*batch, capacity), slots: make(chan struct{}, capacity)}
+	return &sequencer{ring: make([]*batch, capacity), slots: make(chan struct{}, capacity), ready: make([]*batch, 0, capacity)}
 }
 
 // reserve waits for room for one batch; false if stop closed first. The
@@ -47,22 +48,23 @@ func (s *sequencer) push(b *batch) {
 	s.n++
 }
 
-// popDone removes and returns the head if it is done.
-func (s *sequencer) popDone() *batch {
+// popDone appends to ready every done batch at the head, in order, and
+// removes them from the queue.
+func (s *sequencer) popDone(ready []*batch) []*batch {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.n == 0 {
-		return nil
+	for s.n > 0 {
+		b := s.ring[s.head]
+		if !b.done.Load() {
+			break
+		}
+		ready = append(ready, b)
+		s.ring[s.head] = nil
+		s.head = (s.head + 1) % len(s.ring)
+		s.n--
+		<-s.slots
 	}
-	b := s.ring[s.head]
-	if !b.done.Load() {
-		return nil
-	}
-	s.ring[s.head] = nil
-	s.head = (s.head + 1) % len(s.ring)
-	s.n--
-	<-s.slots
-	return b
+	return ready
 }
 
 func (s *sequencer) headDone() bool {
@@ -72,17 +74,23 @@ func (s *sequencer) headDone() bool {
 }
 
 // complete marks b done and flushes every done batch at the head, in order,
-// through flush. If another goroutine is flushing, it leaves the work to it;
-// the re-check after unlocking closes the gap where that goroutine had
+// through flush, which gets all that are ready at once so that it can send
+// them in one go. If another goroutine is flushing, it leaves the work to
+// it; the re-check after unlocking closes the gap where that goroutine had
 // already looked at the head before b was marked.
-func (s *sequencer) complete(b *batch, flush func(*batch)) {
+func (s *sequencer) complete(b *batch, flush func([]*batch)) {
 	b.done.Store(true)
 	for {
 		if !s.flushMu.TryLock() {
 			return
 		}
-		for h := s.popDone(); h != nil; h = s.popDone() {
-			flush(h)
+		for {
+			s.ready = s.popDone(s.ready[:0])
+			if len(s.ready) == 0 {
+				break
+			}
+			flush(s.ready)
+			clear(s.ready)
 		}
 		s.flushMu.Unlock()
 		if !s.headDone() {
