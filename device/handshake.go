@@ -156,9 +156,12 @@ func (d *Device) handleInitiation(msg []byte, ep conn.Endpoint, now time.Time) {
 		d.ctr.inc(cRxHandshakeRejected)
 		return
 	}
+	// Handshake messages count as transfer, as in wireguard-go and the kernel.
+	p.rxBytes.Add(uint64(len(msg)))
 	p.setEndpoint(ep)
 	if err := d.bind.Send([][]byte{resp}, ep); err == nil {
 		d.ctr.inc(cHandshakeResponsesSent)
+		p.txBytes.Add(uint64(len(resp)))
 	}
 }
 
@@ -249,6 +252,7 @@ func (d *Device) handleResponse(msg []byte, ep conn.Endpoint, now time.Time) {
 	haveStaged := len(p.staged) > 0
 	p.sendStagedSoonLocked(now)
 	p.mu.Unlock()
+	p.rxBytes.Add(uint64(len(msg)))
 	d.ctr.inc(cHandshakesCompleted)
 	p.setEndpoint(ep)
 	if !haveStaged {
@@ -297,6 +301,7 @@ func (p *Peer) initiate(now time.Time, retry bool) {
 	p.mu.Unlock()
 	if err := d.bind.Send([][]byte{out}, ep); err == nil {
 		d.ctr.inc(cHandshakeInitiationsSent)
+		p.txBytes.Add(uint64(len(out)))
 	} else {
 		d.ctr.inc(cTxSendErrors)
 	}
