@@ -1,0 +1,227 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var nameSeq atomic.Int32
+
+// uniqueName returns a name of at most 15 bytes (the limit for interface
+// names) that no other test in this process, and most likely no concurrent
+// run, uses: /var/run/wireguard is shared by every namespace, so interface
+// names must be unique machine-wide.
+func uniqueName(prefix string) string {
+	for {
+		n := fmt.Sprintf("%s%03x%d", prefix, os.Getpid()&0xfff, nameSeq.Add(1))
+		if _, err := os.Stat("/var/run/wireguard/" + n + ".sock"); err != nil {
+			return n
+		}
+	}
+}
+
+// netns is a network namespace the test created; it belongs to that test
+// and is deleted, with every process still inside it, when the test ends.
+type netns struct {
+	t    testing.TB
+	name string
+}
+
+func newNetns(t testing.TB) *netns {
+	t.Helper()
+	ns := &netns{t: t, name: uniqueName("fe2e")}
+	if out, err := exec.Command("ip", "netns", "add", ns.name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v\n%s", ns.name, err, out)
+	}
+	t.Cleanup(ns.destroy)
+	ns.run("ip", "link", "set", "lo", "up")
+	return ns
+}
+
+// destroy ends every process left in the namespace (all of them were
+// started by this test), then deletes it.
+func (ns *netns) destroy() {
+	deadline := time.Now().Add(5 * time.Second)
+	sig := syscall.SIGTERM
+	for {
+		pids := ns.pids()
+		if len(pids) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			sig = syscall.SIGKILL
+		}
+		for _, p := range pids {
+			syscall.Kill(p, sig)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out, err := exec.Command("ip", "netns", "del", ns.name).CombinedOutput(); err != nil {
+		ns.t.Errorf("ip netns del %s: %v\n%s", ns.name, err, out)
+	}
+}
+
+func (ns *netns) pids() []int {
+	out, err := exec.Command("ip", "netns", "pids", ns.name).Output()
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		if p, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, p)
+		}
+	}
+	return pids
+}
+
+// command returns a command that runs inside the namespace.
+func (ns *netns) command(ctx context.Context, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns.name}, args...)...)
+}
+
+// try runs a command inside the namespace and returns its combined output.
+func (ns *netns) try(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := ns.command(ctx, args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s: %v: %w\n%s", ns.name, args, err, out)
+	}
+	return string(out), nil
+}
+
+// run is try, failing the test on error.
+func (ns *netns) run(args ...string) string {
+	ns.t.Helper()
+	out, err := ns.try(args...)
+	if err != nil {
+		ns.t.Fatal(err)
+	}
+	return out
+}
+
+// sysctl writes one /proc/sys value inside the namespace; key uses dots.
+func (ns *netns) sysctl(key, value string) {
+	ns.t.Helper()
+	path := "/proc/sys/" + strings.ReplaceAll(key, ".", "/")
+	ns.run("sh", "-c", fmt.Sprintf("echo %s > %s", value, path))
+}
+
+// veth is one veth pair between two namespaces, with an IPv4 /24 and an
+// IPv6 /64 on each end (IPv6 without duplicate address detection, so the
+// addresses are usable at once).
+type veth struct {
+	a, b       *netns
+	ifA, ifB   string
+	v4A, v4B   netip.Addr
+	v6A, v6B   netip.Addr
+	underlayV6 bool // which family endpoints should use
+}
+
+// connect joins a and b with a veth pair on subnet 10.N.0.0/24 and
+// fd00:N::/64 (N = subnet), ends .1 and .2, with the given MTU (0: 1500).
+func connect(t testing.TB, a, b *netns, subnet, mtu int) *veth {
+	t.Helper()
+	v := &veth{a: a, b: b, ifA: uniqueName("va"), ifB: uniqueName("vb")}
+	v.v4A = netip.MustParseAddr(fmt.Sprintf("10.%d.0.1", subnet))
+	v.v4B = netip.MustParseAddr(fmt.Sprintf("10.%d.0.2", subnet))
+	v.v6A = netip.MustParseAddr(fmt.Sprintf("fd00:%d::1", subnet))
+	v.v6B = netip.MustParseAddr(fmt.Sprintf("fd00:%d::2", subnet))
+	out, err := exec.Command("ip", "link", "add", v.ifA, "netns", a.name, "type", "veth",
+		"peer", "name", v.ifB, "netns", b.name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("creating veth: %v\n%s", err, out)
+	}
+	for _, end := range []struct {
+		ns     *netns
+		dev    string
+		v4, v6 netip.Addr
+	}{{a, v.ifA, v.v4A, v.v6A}, {b, v.ifB, v.v4B, v.v6B}} {
+		if mtu > 0 {
+			end.ns.run("ip", "link", "set", "dev", end.dev, "mtu", strconv.Itoa(mtu))
+		}
+		end.ns.run("ip", "addr", "add", end.v4.String()+"/24", "dev", end.dev)
+		end.ns.run("ip", "addr", "add", end.v6.String()+"/64", "dev", end.dev, "nodad")
+		end.ns.run("ip", "link", "set", "dev", end.dev, "up")
+	}
+	return v
+}
+
+// addrB is b's underlay address in the family the endpoints use.
+func (v *veth) addrB() netip.Addr {
+	if v.underlayV6 {
+		return v.v6B
+	}
+	return v.v4B
+}
+
+func (v *veth) addrA() netip.Addr {
+	if v.underlayV6 {
+		return v.v6A
+	}
+	return v.v4A
+}
+
+// pingResult is what ping(8) reports.
+type pingResult struct {
+	sent, received int
+	out            string
+}
+
+// ping runs `ping -c count -s size` (with -M do when df) and parses the
+// summary line; it does not fail the test when replies are missing.
+func (ns *netns) ping(dst netip.Addr, count, size int, df bool, extra ...string) pingResult {
+	ns.t.Helper()
+	args := []string{"ping", "-n", "-c", strconv.Itoa(count), "-s", strconv.Itoa(size), "-W", "2"}
+	if df {
+		args = append(args, "-M", "do")
+	}
+	args = append(args, extra...)
+	args = append(args, dst.String())
+	out, _ := ns.try(args...)
+	r := pingResult{out: out}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "packets transmitted") {
+			fmt.Sscanf(strings.TrimSpace(line), "%d packets transmitted, %d received", &r.sent, &r.received)
+		}
+	}
+	return r
+}
+
+// waitPing pings dst once a second until a reply comes back, failing the
+// test after a generous deadline. The first packets start the handshake.
+func (ns *netns) waitPing(dst netip.Addr, deadline time.Duration) {
+	ns.t.Helper()
+	end := time.Now().Add(deadline)
+	var last pingResult
+	for time.Now().Before(end) {
+		last = ns.ping(dst, 1, 56, false, "-W", "1")
+		if last.received == 1 {
+			return
+		}
+	}
+	ns.t.Fatalf("%s: no reply from %s within %v; last ping:\n%s", ns.name, dst, deadline, last.out)
+}
+
+// eventually polls cond every 100 ms until it holds or the generous
+// deadline passes, then fails the test with what.
+func eventually(t testing.TB, deadline time.Duration, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("not within %v: %s", deadline, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"net/netip"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestRestartMidStream: a paced TCP stream runs from A to B; one side's
+// daemon gets SIGTERM mid-stream. Asserted: the daemon exits, taking its
+// interface and UAPI socket with it; started again and reconfigured (same
+// key, port, addresses), it completes a fresh handshake, and the same TCP
+// connection (kernel TCP retransmitting across the gap) completes with every
+// byte intact. When the sender restarts, its retransmissions start the new
+// handshake at once. When the receiver restarts it sends nothing, and
+// recovery waits for the sender's WireGuard to give up on the dead session
+// (data sent, nothing back for keepalive + rekey timeout, 15 s) and for TCP's
+// backed-off retransmission, so it takes longer; the stall is logged.
+func TestRestartMidStream(t *testing.T) {
+	requireRoot(t)
+	for _, restartSender := range []bool{true, false} {
+		name := "restart-receiver"
+		if restartSender {
+			name = "restart-sender"
+		}
+		t.Run(name, func(t *testing.T) {
+			p := newPair(t, pairOpts{})
+			p.a.ns.waitPing(p.b.tun4, 20*time.Second)
+			victim, other := p.b, p.a
+			if restartSender {
+				victim, other = p.a, p.b
+			}
+			const total = 24 << 20
+			source, sink := startTCP(t, p.a.ns, p.b.ns, svc(p.b.tun4, 5001),
+				helperSpec{Bytes: total, Rate: 4 << 20, Seed: 5, Timeout: 3 * time.Minute})
+			eventually(t, 30*time.Second, "2 MiB of the stream arrives", func() bool {
+				return sink.progress.Load() >= 2<<20
+			})
+			before := other.peer(victim).handshake
+			at := sink.progress.Load()
+			terminate(t, victim)
+			if sink.finished() || at >= total {
+				t.Fatalf("the stream was over before the restart; nothing was tested")
+			}
+			victim.launch()
+			victim.configure("wg", other, peerOpts{endpoint: svc(other.ns.linkAddr(p.link), other.port)})
+			victim.up(0)
+			t.Logf("restarted %s after %s of %s", victim.iface, fmtBytes(at), fmtBytes(total))
+			restarted := time.Now()
+			finishTCP(t, source, sink, total)
+			t.Logf("the stream completed intact %.1f s after the restart", time.Since(restarted).Seconds())
+			if hs := other.peer(victim).handshake; hs <= before {
+				t.Errorf("%s's latest handshake with the restarted peer did not move (%d, before %d)", other.iface, hs, before)
+			}
+			if c := victim.counters(); c["handshakes_completed"]+c["handshake_responses_sent"] == 0 {
+				t.Errorf("the restarted daemon shows no handshake: %v", nonZero(c))
+			}
+		})
+	}
+}
+
+// linkAddr is this namespace's end of v, in the family endpoints use.
+func (ns *netns) linkAddr(v *veth) netip.Addr {
+	if ns == v.a {
+		return v.addrA()
+	}
+	return v.addrB()
+}
+
+// terminate sends SIGTERM to n's daemon and asserts that it exits and that
+// its interface and UAPI socket go with it.
+func terminate(t *testing.T, n *node) {
+	t.Helper()
+	if err := syscall.Kill(n.pid, syscall.SIGTERM); err != nil {
+		t.Fatalf("kill -TERM %d: %v", n.pid, err)
+	}
+	eventually(t, 5*time.Second, n.iface+" daemon exits after SIGTERM", func() bool { return !processAlive(n.pid) })
+	if _, err := os.Stat(n.socketPath()); err == nil {
+		t.Errorf("%s still exists after the daemon exited", n.socketPath())
+	}
+	if _, err := n.ns.try("ip", "link", "show", "dev", n.iface); err == nil {
+		t.Errorf("interface %s still exists after the daemon exited", n.iface)
+	}
+	n.pid = 0
+}
+
+// TestDaemonStops: the daemon exits within 2 s, taking its UAPI socket and
+// interface with it, when its interface is deleted (`ip link del`) and when
+// its socket file is removed (what wg-quick down does for userspace
+// implementations), for fips-go and, as the reference, wireguard-go.
+func TestDaemonStops(t *testing.T) {
+	requireRoot(t)
+	for _, mk := range []func(testing.TB) impl{fipsGo, wireguardGo} {
+		im := mk(t)
+		for _, how := range []string{"ip-link-del", "socket-removed"} {
+			t.Run(im.name+"/"+how, func(t *testing.T) {
+				ns := newNetns(t)
+				n := startNode(t, ns, im, uniqueName("fwgD"))
+				pid := n.pid
+				if how == "ip-link-del" {
+					ns.run("ip", "link", "del", "dev", n.iface)
+				} else if err := os.Remove(n.socketPath()); err != nil {
+					t.Fatal(err)
+				}
+				eventually(t, 2*time.Second, im.name+" exits", func() bool { return !processAlive(pid) })
+				eventually(t, 2*time.Second, "the UAPI socket goes away", func() bool {
+					_, err := os.Stat(n.socketPath())
+					return os.IsNotExist(err)
+				})
+				eventually(t, 2*time.Second, "the interface goes away", func() bool {
+					_, err := ns.try("ip", "link", "show", "dev", n.iface)
+					return err != nil
+				})
+			})
+		}
+	}
+}
