@@ -17,7 +17,8 @@ func newApp() *cli.Command {
 	return &cli.Command{
 		Name:      "fips-go",
 		Usage:     "a fast userspace WireGuard, drop-in for wireguard-go",
-		UsageText: "fips-go [-f] IFACE          create IFACE and run it (as wireguard-go does)\n   fips-go COMMAND [args...]   keys, configuration, benchmark",
+		UsageText: "fips-go [-f] IFACE         create IFACE and run it, as wireguard-go does\n" +
+			"fips-go COMMAND [args...]  keys, configuration, benchmark (see COMMANDS)",
 		Description: "Run as `fips-go wg0` (or via wg-quick with WG_QUICK_USERSPACE_IMPLEMENTATION=fips-go),\n" +
 			"then configure with `wg` or the built-in `fips-go set/setconf/show`.\n" +
 			"Environment: LOG_LEVEL=verbose|debug|error|silent, WG_SOCKET_DIR (client commands),\n" +
