@@ -159,9 +159,11 @@ func (d *Device) handleInitiation(msg []byte, ep conn.Endpoint, now time.Time) {
 	// Handshake messages count as transfer, as in wireguard-go and the kernel.
 	p.rxBytes.Add(uint64(len(msg)))
 	p.setEndpoint(ep)
+	p.txBytes.Add(uint64(len(resp)))
 	if err := d.bind.Send([][]byte{resp}, ep); err == nil {
 		d.ctr.inc(cHandshakeResponsesSent)
-		p.txBytes.Add(uint64(len(resp)))
+	} else {
+		p.txBytes.Add(-uint64(len(resp)))
 	}
 }
 
@@ -243,6 +245,9 @@ func (d *Device) handleResponse(msg []byte, ep conn.Endpoint, now time.Time) {
 		return
 	}
 	p.installLocked(nkp, r.Receiver)
+	// Counted before anything can use the session, so that a reader who has
+	// seen data under it also sees the handshake in the transfer bytes.
+	p.rxBytes.Add(uint64(len(msg)))
 	p.timers.HandshakeComplete(now)
 	p.timers.SessionDerived(now)
 	p.timers.AuthenticatedReceived(now)
@@ -252,7 +257,6 @@ func (d *Device) handleResponse(msg []byte, ep conn.Endpoint, now time.Time) {
 	haveStaged := len(p.staged) > 0
 	p.sendStagedSoonLocked(now)
 	p.mu.Unlock()
-	p.rxBytes.Add(uint64(len(msg)))
 	d.ctr.inc(cHandshakesCompleted)
 	p.setEndpoint(ep)
 	if !haveStaged {
@@ -299,10 +303,11 @@ func (p *Peer) initiate(now time.Time, retry bool) {
 	p.timers.AuthenticatedTraversal(now)
 	p.rescheduleLocked()
 	p.mu.Unlock()
+	p.txBytes.Add(uint64(len(out)))
 	if err := d.bind.Send([][]byte{out}, ep); err == nil {
 		d.ctr.inc(cHandshakeInitiationsSent)
-		p.txBytes.Add(uint64(len(out)))
 	} else {
+		p.txBytes.Add(-uint64(len(out)))
 		d.ctr.inc(cTxSendErrors)
 	}
 }
