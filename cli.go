@@ -15,8 +15,8 @@ func newApp() *cli.Command {
 	cmds = append(cmds, clientCommands()...)
 	cmds = append(cmds, benchCommand())
 	return &cli.Command{
-		Name:      "fips-go",
-		Usage:     "a fast userspace WireGuard, drop-in for wireguard-go",
+		Name:  "fips-go",
+		Usage: "a fast userspace WireGuard, drop-in for wireguard-go",
 		UsageText: "fips-go [-f] IFACE         create IFACE and run it, as wireguard-go does\n" +
 			"fips-go COMMAND [args...]  keys, configuration, benchmark (see COMMANDS)",
 		Description: "Run as `fips-go wg0` (or via wg-quick with WG_QUICK_USERSPACE_IMPLEMENTATION=fips-go),\n" +
