@@ -82,6 +82,14 @@ func newBenchNode(addr netip.Addr, mtu int) (*benchNode, error) {
 	return &benchNode{ns: ns, dev: dev, addr: addr, key: key}, nil
 }
 
+// peerWithKey adds a peer that n learns the endpoint of from its handshake.
+func (n *benchNode) peerWithKey(pub noise.PublicKey, addr netip.Addr) error {
+	return n.dev.Apply(&device.Config{Peers: []device.PeerConfig{{
+		PublicKey:  pub,
+		AllowedIPs: []device.AllowedIPChange{{Prefix: netip.PrefixFrom(addr, addr.BitLen())}},
+	}}})
+}
+
 // peerWith points n at other over loopback UDP.
 func (n *benchNode) peerWith(other *benchNode) error {
 	port := other.dev.Status().ListenPort

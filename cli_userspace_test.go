@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v3"
+)
+
+// The rootless mode forwards a local TCP port through the tunnel to a
+// service on the far side, with no root and no TUN.
+func TestUserspaceForward(t *testing.T) {
+	far, err := newBenchNode(netip.MustParseAddr("10.0.0.1"), 1420)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer far.dev.Close()
+	// An echo service inside the tunnel, on the far side.
+	ln, err := far.ns.ListenTCPAddrPort(netip.MustParseAddrPort("10.0.0.1:7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+
+	// This side's key and config file, as a user would write them.
+	near, err := newBenchNode(netip.MustParseAddr("10.0.0.9"), 1420) // only for a key pair
+	if err != nil {
+		t.Fatal(err)
+	}
+	near.dev.Close()
+	nearPub := near.key.PublicKey()
+	farPub := far.key.PublicKey()
+	conf := filepath.Join(t.TempDir(), "wg0.conf")
+	text := fmt.Sprintf("[Interface]\nPrivateKey = %s\n\n[Peer]\nPublicKey = %s\nEndpoint = 127.0.0.1:%d\nAllowedIPs = 10.0.0.1/32\n",
+		near.key.String(), farPub.String(), far.dev.Status().ListenPort)
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := far.peerWithKey(nearPub, netip.MustParseAddr("10.0.0.2")); err != nil {
+		t.Fatal(err)
+	}
+
+	app := newApp()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- runUserspaceArgs(ctx, app, []string{"fips-go", "userspace", "--config", conf, "--address", "10.0.0.2/24",
+			"--forward", "127.0.0.1:0=10.0.0.1:7", "--socket-dir", "none"}, func(a []net.Addr) { ready <- a[0] })
+	}()
+	var local net.Addr
+	select {
+	case local = <-ready:
+	case err := <-done:
+		t.Fatalf("userspace mode exited: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("userspace mode not ready within 10s")
+	}
+	c, err := net.Dial("tcp", local.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	msg := []byte("through the tunnel and back")
+	if _, err := c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatalf("no echo through the forward: %v", err)
+	}
+	if string(got) != string(msg) {
+		t.Fatalf("echo %q, want %q", got, msg)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("userspace mode returned %v after cancel", err)
+	}
+}
+
+// runUserspaceArgs runs the CLI with args and a readiness callback.
+func runUserspaceArgs(ctx context.Context, app *cli.Command, args []string, ready func([]net.Addr)) error {
+	return app.Run(context.WithValue(ctx, readyKey{}, ready), args)
+}
