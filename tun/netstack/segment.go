@@ -138,6 +138,9 @@ func (s *segmenter) startFlat(p []byte, mss int) error {
 // extension headers) carrying TCP with a data offset that ends exactly at
 // hl.
 func (s *segmenter) start(hl, mss, total int, src cursor) error {
+	if hl < ipv4HeaderLen {
+		return fmt.Errorf("%w: %d header bytes", errBadSuperPacket, hl)
+	}
 	h := s.hdr[:hl]
 	switch {
 	case hl >= ipv4HeaderLen && h[0]>>4 == 4:
