@@ -130,6 +130,22 @@ func (b *batch) release() {
 	p.free <- b
 }
 
+// smallBatch is the capacity of small batches.
+const smallBatch = 4
+
+// copyInto moves the first n packets of src into a fresh small batch dst:
+// bytes [from, from+size) of each buffer, with sizes and endpoints. For a
+// few packets a copy is cheaper than tying up a full-size batch.
+func copyInto(dst, src *batch, n, from int) {
+	for i := 0; i < n; i++ {
+		size := src.sizes[i]
+		copy(dst.bufs[i][from:from+size], src.bufs[i][from:from+size])
+		dst.sizes[i] = size
+		dst.eps[i] = src.eps[i]
+	}
+	dst.n = n
+}
+
 // bufSizeFor is the buffer size that holds a packet of the given MTU with the
 // transport header in front and padding plus tag behind. Receive buffers
 // must also hold datagrams from peers whose MTU is larger than ours, so the

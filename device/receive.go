@@ -75,6 +75,13 @@ func (d *Device) routeInbound(rb *batch, n int) *batch {
 		return rb
 	}
 	if !mixed {
+		if n <= smallBatch {
+			if sb := d.getSmall(); sb != nil {
+				copyInto(sb, rb, n, 0)
+				d.queueInbound(sb, first)
+			}
+			return rb
+		}
 		rb.n = n
 		d.queueInbound(rb, first)
 		return d.getBatch()

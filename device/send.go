@@ -74,6 +74,13 @@ func (d *Device) routeOutbound(rb *batch, n int) *batch {
 	d.aipMu.RUnlock()
 	now := d.now()
 	if !mixed && first != nil {
+		if n <= smallBatch {
+			if sb := d.getSmall(); sb != nil {
+				copyInto(sb, rb, n, stagedFrom)
+				first.sendBatch(sb, now)
+			}
+			return rb
+		}
 		rb.n = n
 		first.sendBatch(rb, now)
 		return d.getBatch()
@@ -201,7 +208,7 @@ func (p *Peer) sendStaged(pkts [][]byte, now time.Time) {
 // session or keeps a NAT mapping alive. If no batch is free the device is
 // busy sending anyway, and the keepalive is not needed.
 func (p *Peer) sendKeepalive(now time.Time) {
-	b := p.d.pool.Load().tryGet()
+	b := p.d.small.Load().tryGet()
 	if b == nil {
 		return
 	}

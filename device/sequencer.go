@@ -14,17 +14,20 @@ type sequencer struct {
 	// dropping packets.
 	slots chan struct{}
 
-	mu   sync.Mutex // guards ring, head, n
-	ring []*batch
-	head int
-	n    int
+	capacity int
+	mu       sync.Mutex // guards ring, head, n
+	ring     []*batch
+	head     int
+	n        int
 
 	flushMu sync.Mutex // held while flushing, so flushes of one peer never interleave
 	ready   []*batch   // scratch for complete, guarded by flushMu
 }
 
 func newSequencer(capacity int) *sequencer {
-	return &sequencer{ring: make([]*batch, capacity), slots: make(chan struct{}, capacity), ready: make([]*batch, 0, capacity)}
+	// The ring and scratch are allocated on first use: idle peers (and a
+	// device may have 10,000) pay only for the channel header.
+	return &sequencer{capacity: capacity, slots: make(chan struct{}, capacity)}
 }
 
 // reserve waits for room for one batch; false if stop closed first. The
@@ -44,6 +47,9 @@ func (s *sequencer) unreserve() { <-s.slots }
 func (s *sequencer) push(b *batch) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.ring == nil {
+		s.ring = make([]*batch, s.capacity)
+	}
 	s.ring[(s.head+s.n)%len(s.ring)] = b
 	s.n++
 }
@@ -83,6 +89,9 @@ func (s *sequencer) complete(b *batch, flush func([]*batch)) {
 	for {
 		if !s.flushMu.TryLock() {
 			return
+		}
+		if s.ready == nil {
+			s.ready = make([]*batch, 0, s.capacity)
 		}
 		for {
 			s.ready = s.popDone(s.ready[:0])
