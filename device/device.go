@@ -120,6 +120,7 @@ type Device struct {
 	bind    conn.Bind
 	tp      timers.Params
 	mtu     atomic.Int32
+	mtuMu   sync.Mutex                // serializes mtuChanged (event loop and TUN reader)
 	pool    atomic.Pointer[batchPool] // full-size batches
 	small   atomic.Pointer[batchPool] // batches of smallBatch packets
 	staging *stagePool
@@ -321,6 +322,8 @@ func (d *Device) tunEvents() {
 // Batches of the old pool finish their trip and are then left to the GC, so
 // the memory ceiling is briefly the sum of both pools.
 func (d *Device) mtuChanged() {
+	d.mtuMu.Lock()
+	defer d.mtuMu.Unlock()
 	mtu, err := d.tun.MTU()
 	if err != nil || mtu <= 0 {
 		return

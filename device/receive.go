@@ -19,6 +19,9 @@ func (d *Device) receiver(fn conn.ReceiveFunc) {
 	defer d.bindWG.Done()
 	rb := d.getBatch()
 	for rb != nil {
+		if rb = d.current(rb); rb == nil {
+			break
+		}
 		n, err := fn(rb.bufs, rb.sizes, rb.eps)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || errors.Is(err, conn.ErrBindClosed) || d.stopping() {
