@@ -71,7 +71,6 @@ type counters [numCounters]atomic.Uint64
 
 func (c *counters) add(id counterID, n uint64) { c[id].Add(n) }
 func (c *counters) inc(id counterID)           { c[id].Add(1) }
-func (c *counters) get(id counterID) uint64    { return c[id].Load() }
 
 func (c *counters) snapshot() []Counter {
 	out := make([]Counter, 0, numCounters)

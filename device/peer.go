@@ -40,17 +40,16 @@ type Peer struct {
 
 	cookies *noise.CookieGenerator // safe for concurrent use
 
-	epMu     sync.RWMutex // guards ep
-	ep       conn.Endpoint
-	hasEp    bool
-	txBytes  atomic.Uint64
-	rxBytes  atomic.Uint64
-	sendq    *sequencer
-	sendOut  [][]byte // datagrams of one flush, guarded by sendq.flushMu
-	recvq    *sequencer
-	heapIdx  int       // position in the timer wheel heap, guarded by wheel.mu; -1 when absent
-	wheelAt  time.Time // guarded by wheel.mu
-	lastSeen atomic.Int64
+	epMu    sync.RWMutex // guards ep
+	ep      conn.Endpoint
+	hasEp   bool
+	txBytes atomic.Uint64
+	rxBytes atomic.Uint64
+	sendq   *sequencer
+	sendOut [][]byte // datagrams of one flush, guarded by sendq.flushMu
+	recvq   *sequencer
+	heapIdx int       // position in the timer wheel heap, guarded by wheel.mu; -1 when absent
+	wheelAt time.Time // guarded by wheel.mu
 }
 
 func (d *Device) newPeer(pub noise.PublicKey) *Peer {

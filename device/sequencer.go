@@ -107,10 +107,3 @@ func (s *sequencer) complete(b *batch, flush func([]*batch)) {
 		}
 	}
 }
-
-// len is the number of queued batches.
-func (s *sequencer) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.n
-}
