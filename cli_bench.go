@@ -130,7 +130,6 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 	}
 	defer ln.Close()
 
-	start := time.Now()
 	hs, err := warmUp(ctx, a, b)
 	if err != nil {
 		return fmt.Errorf("bench: handshake: %w", err)
@@ -151,7 +150,6 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	_ = start
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "metric\tvalue\n")
 	fmt.Fprintf(tw, "throughput\t%.2f Gbit/s\n", res.Gbps())

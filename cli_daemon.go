@@ -54,40 +54,43 @@ func runInterface(ctx context.Context, c *cli.Command, iface string) error {
 	if !foreground {
 		return daemonize(iface)
 	}
+	t, name, l, err := createInterface(iface)
+	if err != nil {
+		return err
+	}
+	return serve(name, t, l)
+}
+
+// createInterface creates the TUN and, under the name the kernel gave it,
+// the UAPI socket; on error nothing is left behind.
+func createInterface(iface string) (tun.Device, string, *ipc.Listener, error) {
 	t, err := tun.Create(iface, defaultMTU)
 	if err != nil {
-		return fmt.Errorf("creating TUN %q: %w", iface, err)
+		return nil, "", nil, fmt.Errorf("creating TUN %q: %w", iface, err)
 	}
 	name, err := t.Name()
 	if err != nil {
 		t.Close()
-		return fmt.Errorf("reading TUN name: %w", err)
+		return nil, "", nil, fmt.Errorf("reading TUN name: %w", err)
 	}
 	l, err := ipc.Listen(ipc.DefaultSocketDir, name)
 	if err != nil {
 		t.Close()
-		return err
+		return nil, "", nil, err
 	}
-	return serve(name, t, l)
+	return t, name, l, nil
 }
 
 // daemonize creates the TUN and socket, starts the child on them, and waits
 // until the child answers a get request, so that a script may use the
 // interface the moment this returns.
 func daemonize(iface string) error {
-	t, err := tun.Create(iface, defaultMTU)
-	if err != nil {
-		return fmt.Errorf("creating TUN %q: %w", iface, err)
-	}
-	defer t.Close()
-	name, err := t.Name()
-	if err != nil {
-		return fmt.Errorf("reading TUN name: %w", err)
-	}
-	l, err := ipc.Listen(ipc.DefaultSocketDir, name)
+	t, name, l, err := createInterface(iface)
 	if err != nil {
 		return err
 	}
+	// The child holds its own descriptor for the TUN; ours goes when we exit.
+	defer t.Close()
 	self, err := os.Executable()
 	if err != nil {
 		l.Close()

@@ -1,6 +1,8 @@
 package device
 
 import (
+	"crypto/rand"
+	"github.com/fips-go/fips-go/device/noise"
 	"os"
 	"runtime"
 	"sync/atomic"
@@ -9,7 +11,6 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/tun"
-	"github.com/fips-go/fips-go/tun/memtun"
 	"net/netip"
 )
 
@@ -117,7 +118,11 @@ func TestUnreachablePeerHeapStaysBounded(t *testing.T) {
 	a := newNode(t, ta, conn.NewDefault(conn.Options{}), addrA, lo, Options{})
 	// A port nobody listens on: every initiation vanishes.
 	dead := netip.AddrPortFrom(lo, 9)
-	pub := memtunKey(t)
+	priv, err := noise.GeneratePrivateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := priv.PublicKey()
 	if err := a.dev.Apply(&Config{Peers: []PeerConfig{{
 		PublicKey:  pub,
 		Endpoint:   &dead,
@@ -152,12 +157,6 @@ func TestUnreachablePeerHeapStaysBounded(t *testing.T) {
 	if dropped == 0 {
 		t.Fatal("nothing was dropped: the staging queue is not bounded")
 	}
-}
-
-func memtunKey(t testing.TB) (pub [32]byte) {
-	t.Helper()
-	n := newNode(t, memtun.New("x", 1420, 1), conn.NewStd(conn.Options{}), addrB, netip.MustParseAddr("127.0.0.1"), Options{Workers: 1})
-	return n.key.PublicKey()
 }
 
 // BenchmarkPipeline pushes 64-packet batches of 1420-byte packets through

@@ -70,3 +70,16 @@ func TestLendHeadsPredictsRuns(t *testing.T) {
 		t.Fatalf("%d of 16 buffers back in the pool", len(g.free))
 	}
 }
+
+// Padding rounds up to 16 as the protocol asks but never past the MTU,
+// where a full-size packet would no longer fit the path.
+func TestPaddedSize(t *testing.T) {
+	for _, c := range []struct{ size, mtu, want int }{
+		{0, 1420, 0}, {1, 1420, 16}, {100, 1420, 112}, {1408, 1420, 1408},
+		{1409, 1420, 1420}, {1419, 1420, 1420}, {1420, 1420, 1420}, {1280, 1280, 1280}, {1281, 1280, 1296},
+	} {
+		if got := paddedSize(c.size, c.mtu); got != c.want {
+			t.Errorf("paddedSize(%d, mtu %d) = %d, want %d", c.size, c.mtu, got, c.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package device
 
 import (
+	"encoding/binary"
 	"time"
 
 	"github.com/fips-go/fips-go/conn"
@@ -101,7 +102,7 @@ func (d *Device) handleHandshake(msg []byte, ep conn.Endpoint) {
 
 func (d *Device) sendCookieReply(checker *noise.CookieChecker, msg []byte, ep conn.Endpoint, now time.Time) {
 	// The sender index sits right after the type in both handshake messages.
-	sender := uint32(msg[4]) | uint32(msg[5])<<8 | uint32(msg[6])<<16 | uint32(msg[7])<<24
+	sender := binary.LittleEndian.Uint32(msg[4:8])
 	reply, err := checker.CreateReply(msg, sender, ep.Dst, now)
 	if err != nil {
 		return

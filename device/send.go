@@ -276,11 +276,8 @@ func (d *Device) seal(b *batch) {
 // asks, without going past the MTU.
 func paddedSize(size, mtu int) int {
 	p := (size + 15) &^ 15
-	if mtu > 0 && p > mtu && size <= mtu {
+	if p > mtu && size <= mtu {
 		return mtu
-	}
-	if p < size {
-		return size
 	}
 	return p
 }
