@@ -182,7 +182,8 @@ func BenchmarkPipeline(b *testing.B) {
 	for range b.N {
 		want += batch
 		ta.feed <- batch
-		for tb.written.Load() < want-batch*8 { // keep up to 8 batches in flight
+		// Keep up to 8 batches in flight (want is unsigned: compare by adding).
+		for tb.written.Load()+batch*8 < want {
 			<-tb.wrote
 		}
 	}
