@@ -201,7 +201,7 @@ func (d *Device) removePeerLocked(p *Peer) {
 	d.aip.RemoveAll(p)
 	d.aipMu.Unlock()
 	p.mu.Lock()
-	p.removed = true
+	p.removed.Store(true)
 	p.zeroKeysLocked()
 	p.dropStagedLocked()
 	p.timers.Stop()

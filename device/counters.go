@@ -33,6 +33,9 @@ const (
 	cCookieRepliesSent
 	cKeepalivesSent
 	cKeysZeroed
+	cTxSealFailed
+	cRxPeerRemoved
+	cRxTooBig
 	numCounters
 )
 
@@ -63,6 +66,9 @@ var counterNames = [numCounters]string{
 	cCookieRepliesSent:            "cookie_replies_sent",
 	cKeepalivesSent:               "keepalives_sent",
 	cKeysZeroed:                   "keys_zeroed",
+	cTxSealFailed:                 "tx_drop_seal_failed",
+	cRxPeerRemoved:                "rx_drop_peer_removed",
+	cRxTooBig:                     "rx_drop_too_big",
 }
 
 // counters is the device's set; each is cumulative and updated atomically.

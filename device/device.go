@@ -67,6 +67,10 @@ type Options struct {
 	// Logf receives operational messages (nil discards). The data path
 	// never logs per packet; it counts.
 	Logf func(format string, args ...any)
+
+	// keyLog, when set (by tests only), sees every keypair as it is
+	// installed, so that a wire auditor can check what the device sends.
+	keyLog func(*noise.Keypair)
 }
 
 func (o *Options) setDefaults() {
@@ -120,9 +124,8 @@ type Device struct {
 	bind    conn.Bind
 	tp      timers.Params
 	mtu     atomic.Int32
-	mtuMu   sync.Mutex                // serializes mtuChanged (event loop and TUN reader)
-	pool    atomic.Pointer[batchPool] // full-size batches
-	small   atomic.Pointer[batchPool] // batches of smallBatch packets
+	mtuMu   sync.Mutex            // serializes mtuChanged (event loop and TUN reader)
+	pools   atomic.Pointer[pools] // swapped whole when the MTU outgrows the buffers
 	staging *stagePool
 	gro     *groBufs // nil when GROBuffers is 0
 	ctr     counters
@@ -192,8 +195,7 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 		return nil, fmt.Errorf("device: reading TUN MTU: %w", err)
 	}
 	d.mtu.Store(int32(mtu))
-	d.pool.Store(newBatchPool(opts.Batches, opts.BatchSize, bufSizeFor(mtu)))
-	d.small.Store(newBatchPool(opts.SmallBatches, smallBatch, bufSizeFor(mtu)))
+	d.pools.Store(d.newPools(bufSizeFor(mtu)))
 	d.wheel = newTimerWheel(d)
 	d.gro = newGROBufs(opts.GROBuffers)
 	d.staging = newStagePool(opts.StagingBuffers, max(mtu, 1500))
@@ -318,9 +320,24 @@ func (d *Device) tunEvents() {
 	}
 }
 
-// mtuChanged swaps in a pool with larger buffers when the MTU outgrew them.
-// Batches of the old pool finish their trip and are then left to the GC, so
-// the memory ceiling is briefly the sum of both pools.
+// pools are the device's two batch pools, which always have the same
+// buffer size: they are published together so that no reader sees a new
+// full-size pool beside an old small one.
+type pools struct {
+	full  *batchPool // BatchSize packets a batch
+	small *batchPool // smallBatch packets a batch
+}
+
+func (d *Device) newPools(bufSize int) *pools {
+	return &pools{
+		full:  newBatchPool(d.opts.Batches, d.opts.BatchSize, bufSize),
+		small: newBatchPool(d.opts.SmallBatches, smallBatch, bufSize),
+	}
+}
+
+// mtuChanged swaps in pools with larger buffers when the MTU outgrew them.
+// Batches of the old pools finish their trip and are then left to the GC,
+// so the memory ceiling is briefly the sum of both sets.
 func (d *Device) mtuChanged() {
 	d.mtuMu.Lock()
 	defer d.mtuMu.Unlock()
@@ -329,26 +346,28 @@ func (d *Device) mtuChanged() {
 		return
 	}
 	d.mtu.Store(int32(mtu))
-	old := d.pool.Load()
-	if need := bufSizeFor(mtu); need > old.bufSize {
-		d.pool.Store(newBatchPool(d.opts.Batches, d.opts.BatchSize, need))
-		old.retire()
-		oldSmall := d.small.Load()
-		d.small.Store(newBatchPool(d.opts.SmallBatches, smallBatch, need))
-		oldSmall.retire()
+	old := d.pools.Load()
+	if need := bufSizeFor(mtu); need > old.full.bufSize {
+		d.pools.Store(d.newPools(need))
+		old.full.retire()
+		old.small.retire()
 		d.opts.Logf("device: MTU %d: packet buffers grown to %d bytes", mtu, need)
 	}
 }
 
 // getBatch waits for a free full-size batch; nil once the device stops.
-func (d *Device) getBatch() *batch { return d.getFrom(&d.pool) }
+func (d *Device) getBatch() *batch { return d.getFrom(false) }
 
 // getSmall waits for a free small batch; nil once the device stops.
-func (d *Device) getSmall() *batch { return d.getFrom(&d.small) }
+func (d *Device) getSmall() *batch { return d.getFrom(true) }
 
-func (d *Device) getFrom(pp *atomic.Pointer[batchPool]) *batch {
+func (d *Device) getFrom(small bool) *batch {
 	for {
-		b := pp.Load().get(d.stop)
+		p := d.pools.Load().full
+		if small {
+			p = d.pools.Load().small
+		}
+		b := p.get(d.stop)
 		if b != nil && !b.pool.retired.Load() {
 			return b
 		}

@@ -174,7 +174,7 @@ func (p *Peer) answerInitiation(info *noise.InitiationInfo, now time.Time, out [
 	d := p.d
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.removed {
+	if p.removed.Load() {
 		return nil, false
 	}
 	if err := p.hs.AcceptInitiation(info, now); err != nil {
@@ -212,6 +212,9 @@ func (p *Peer) installLocked(nkp *noise.Keypair, idx uint32) {
 		d.index.Delete(p.hsIndex)
 	}
 	p.hsIndex = 0
+	if d.opts.keyLog != nil {
+		d.opts.keyLog(nkp)
+	}
 	d.index.Replace(idx, indexEntry{peer: p, kp: &keypair{Keypair: nkp, peer: p}})
 	for _, old := range p.kps.Install(nkp) {
 		if old != nil {
@@ -234,7 +237,7 @@ func (d *Device) handleResponse(msg []byte, ep conn.Endpoint, now time.Time) {
 	}
 	p := e.peer
 	p.mu.Lock()
-	if p.removed || p.hs.ConsumeResponse(&r, now) != nil {
+	if p.removed.Load() || p.hs.ConsumeResponse(&r, now) != nil {
 		p.mu.Unlock()
 		d.ctr.inc(cRxHandshakeRejected)
 		return
@@ -272,7 +275,7 @@ func (p *Peer) initiate(now time.Time, retry bool) {
 	d := p.d
 	ep, hasEp := p.endpoint()
 	p.mu.Lock()
-	if p.removed || !hasEp || d.static.Load() == nil {
+	if p.removed.Load() || !hasEp || d.static.Load() == nil {
 		p.mu.Unlock()
 		return
 	}

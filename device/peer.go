@@ -36,7 +36,11 @@ type Peer struct {
 	staged      [][]byte  // copies of packets waiting for a session, oldest first
 	scheduledAt time.Time // deadline the timer wheel holds for us (zero: none)
 	stagedDue   bool      // a session is up: the wheel sends the staged packets
-	removed     bool
+
+	// removed is set once, under mu, when the peer is removed; it is atomic
+	// so that the receive path can drop a removed peer's in-flight batches
+	// without taking mu.
+	removed atomic.Bool
 
 	cookies *noise.CookieGenerator // safe for concurrent use
 

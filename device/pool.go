@@ -133,17 +133,45 @@ func (b *batch) release() {
 // smallBatch is the capacity of small batches.
 const smallBatch = 4
 
-// copyInto moves the first n packets of src into a fresh small batch dst:
+// copyInto copies the first n packets of src into a fresh small batch dst:
 // bytes [from, from+size) of each buffer, with sizes and endpoints. For a
-// few packets a copy is cheaper than tying up a full-size batch.
-func copyInto(dst, src *batch, n, from int) {
+// few packets a copy is cheaper than tying up a full-size batch. The two
+// batches may come from pools of different buffer sizes (an MTU change
+// between the two gets); a packet that does not fit is left out, and the
+// count of those is returned for the caller to count as a drop.
+func copyInto(dst, src *batch, n, from int) (dropped int) {
 	for i := 0; i < n; i++ {
 		size := src.sizes[i]
-		copy(dst.bufs[i][from:from+size], src.bufs[i][from:from+size])
-		dst.sizes[i] = size
-		dst.eps[i] = src.eps[i]
+		if from+size > len(dst.bufs[dst.n]) {
+			dropped++
+			continue
+		}
+		copy(dst.bufs[dst.n][from:from+size], src.bufs[i][from:from+size])
+		dst.sizes[dst.n] = size
+		dst.eps[dst.n] = src.eps[i]
+		dst.n++
 	}
-	dst.n = n
+	return dropped
+}
+
+// moveInto appends packet j of src to dst. Within one pool it swaps the
+// buffers, so nothing is copied; across pools it copies, so that a buffer
+// never migrates into a pool of another size, where it would outlive the
+// pool's retirement or be too small for its batches. It reports false, and
+// moves nothing, when the packet does not fit dst's buffer.
+func moveInto(dst, src *batch, j, from int) bool {
+	size := src.sizes[j]
+	if dst.pool == src.pool {
+		dst.bufs[dst.n], src.bufs[j] = src.bufs[j], dst.bufs[dst.n]
+	} else if from+size > len(dst.bufs[dst.n]) {
+		return false
+	} else {
+		copy(dst.bufs[dst.n][from:from+size], src.bufs[j][from:from+size])
+	}
+	dst.sizes[dst.n] = size
+	dst.eps[dst.n] = src.eps[j]
+	dst.n++
+	return true
 }
 
 // bufSizeFor is the buffer size that holds a packet of the given MTU with the

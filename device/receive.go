@@ -80,8 +80,12 @@ func (d *Device) routeInbound(rb *batch, n int) *batch {
 	if !mixed {
 		if n <= smallBatch {
 			if sb := d.getSmall(); sb != nil {
-				copyInto(sb, rb, n, 0)
-				d.queueInbound(sb, first)
+				d.ctr.add(cRxTooBig, uint64(copyInto(sb, rb, n, 0)))
+				if sb.n > 0 {
+					d.queueInbound(sb, first)
+				} else {
+					sb.release()
+				}
 			}
 			return rb
 		}
@@ -103,10 +107,13 @@ func (d *Device) routeInbound(rb *batch, n int) *batch {
 				continue
 			}
 			rb.kps[j] = nil
-			ob.bufs[ob.n], rb.bufs[j] = rb.bufs[j], ob.bufs[ob.n]
-			ob.sizes[ob.n] = rb.sizes[j]
-			ob.eps[ob.n] = rb.eps[j]
-			ob.n++
+			if !moveInto(ob, rb, j, 0) {
+				d.ctr.inc(cRxTooBig)
+			}
+		}
+		if ob.n == 0 {
+			ob.release()
+			continue
 		}
 		d.queueInbound(ob, kp)
 	}
@@ -157,6 +164,14 @@ func (p *Peer) deliver(b *batch) {
 	d := p.d
 	kp := b.recvKP
 	now := d.now()
+	if p.removed.Load() {
+		// Opened before the removal wiped the keys: the peer's routes are
+		// gone (or belong to a re-added peer of the same key), so nothing
+		// of it may reach the TUN.
+		d.ctr.add(cRxPeerRemoved, uint64(b.n))
+		b.release()
+		return
+	}
 	if d.tp.Expired(kp.Created, now) {
 		d.ctr.add(cRxExpiredKeypair, uint64(b.n))
 		b.release()

@@ -112,8 +112,12 @@ func (d *Device) routeOutbound(rb *batch, n int) *batch {
 	if !mixed && first != nil {
 		if n <= smallBatch {
 			if sb := d.getSmall(); sb != nil {
-				copyInto(sb, rb, n, stagedFrom)
-				first.sendBatch(sb, now)
+				d.ctr.add(cTxTooBig, uint64(copyInto(sb, rb, n, stagedFrom)))
+				if sb.n > 0 {
+					first.sendBatch(sb, now)
+				} else {
+					sb.release()
+				}
 			}
 			return rb
 		}
@@ -131,15 +135,19 @@ func (d *Device) routeOutbound(rb *batch, n int) *batch {
 		if ob == nil {
 			break
 		}
-		// Move every packet of p into ob by swapping buffers.
+		// Move every packet of p into ob.
 		for j := i; j < n; j++ {
 			if rb.peers[j] != p {
 				continue
 			}
 			rb.peers[j] = nil
-			ob.bufs[ob.n], rb.bufs[j] = rb.bufs[j], ob.bufs[ob.n]
-			ob.sizes[ob.n] = rb.sizes[j]
-			ob.n++
+			if !moveInto(ob, rb, j, stagedFrom) {
+				d.ctr.inc(cTxTooBig)
+			}
+		}
+		if ob.n == 0 {
+			ob.release()
+			continue
 		}
 		p.sendBatch(ob, now)
 	}
@@ -160,8 +168,10 @@ func (p *Peer) sendBatch(b *batch, now time.Time) {
 	}
 	p.mu.Lock()
 	kp := p.currentSendKeypairLocked(now)
-	if kp == nil || p.removed {
-		if !p.removed {
+	// The hold keeps the keys alive until seal has used every counter
+	// taken below, whatever wipes them meanwhile; seal releases it.
+	if kp == nil || p.removed.Load() || !kp.Hold() {
+		if !p.removed.Load() {
 			p.stageLocked(b.bufs[:b.n], b.sizes[:b.n])
 		}
 		p.mu.Unlock()
@@ -198,6 +208,7 @@ func (p *Peer) sendBatch(b *batch, now time.Time) {
 	if queued {
 		d.dispatch(b)
 	} else {
+		kp.Release()
 		p.sendq.unreserve()
 		b.release()
 	}
@@ -244,7 +255,7 @@ func (p *Peer) sendStaged(pkts [][]byte, now time.Time) {
 // session or keeps a NAT mapping alive. If no batch is free the device is
 // busy sending anyway, and the keepalive is not needed.
 func (p *Peer) sendKeepalive(now time.Time) {
-	b := p.d.small.Load().tryGet()
+	b := p.d.pools.Load().small.tryGet()
 	if b == nil {
 		return
 	}
@@ -254,21 +265,39 @@ func (p *Peer) sendKeepalive(now time.Time) {
 	p.sendBatch(b, now)
 }
 
-// seal encrypts every packet of an outbound batch in place.
+// seal encrypts every packet of an outbound batch in place and ends the
+// hold sendBatch took on the keypair. A packet that would not fit its buffer
+// sealed (one read before an MTU raise reached us), or whose output is not
+// a full ciphertext, is dropped and counted (size 0): nothing but a whole
+// ciphertext may ever reach the wire.
 func (d *Device) seal(b *batch) {
 	kp := b.sendKP
 	mtu := int(d.mtu.Load())
+	dropped := 0
 	for i := 0; i < b.n; i++ {
 		buf := b.bufs[i]
 		size := b.sizes[i]
+		b.sizes[i] = 0
+		if stagedFrom+size+noise.TagSize > len(buf) {
+			d.ctr.inc(cTxTooBig)
+			continue
+		}
 		padded := paddedSize(size, mtu)
 		if stagedFrom+padded+noise.TagSize > len(buf) {
 			padded = size
 		}
 		clear(buf[stagedFrom+size : stagedFrom+padded])
 		noise.PutTransportHeader(buf[:noise.TransportHeaderSize], kp.RemoteIndex, b.counters[i])
-		kp.Seal(buf[stagedFrom:stagedFrom], b.counters[i], buf[stagedFrom:stagedFrom+padded])
+		out := kp.Seal(buf[stagedFrom:stagedFrom], b.counters[i], buf[stagedFrom:stagedFrom+padded])
+		if len(out) != padded+noise.TagSize {
+			dropped++
+			continue
+		}
 		b.sizes[i] = stagedFrom + padded + noise.TagSize
+	}
+	kp.Release()
+	if dropped > 0 {
+		d.ctr.add(cTxSealFailed, uint64(dropped))
 	}
 }
 
@@ -315,6 +344,9 @@ func (p *Peer) flushSend(bs []*batch) {
 			flush()
 		}
 		for i := 0; i < b.n; i++ {
+			if b.sizes[i] == 0 { // dropped by seal
+				continue
+			}
 			out = append(out, b.bufs[i][:b.sizes[i]])
 			bytes += uint64(b.sizes[i])
 		}

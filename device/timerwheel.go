@@ -82,7 +82,7 @@ func (w *timerWheel) run() {
 // deadline back to the wheel.
 func (p *Peer) runTimers(now time.Time) {
 	p.mu.Lock()
-	if p.removed {
+	if p.removed.Load() {
 		p.mu.Unlock()
 		return
 	}

@@ -21,6 +21,11 @@ type Keypair struct {
 
 	keys        atomic.Pointer[transportKeys] // nil once wiped
 	sendCounter atomic.Uint64
+	// holds counts senders between Hold and Release: counters they were
+	// handed are not sealed yet, so the keys must outlive them. retired is
+	// set by Wipe; the last Release of a retired keypair drops the keys.
+	holds   atomic.Int64
+	retired atomic.Bool
 	// nonces holds 12-byte nonce buffers. A nonce on the stack would be
 	// moved to the heap on every call, because cipher.AEAD is an interface
 	// and escape analysis must assume its methods keep their arguments.
@@ -81,7 +86,8 @@ func (k *Keypair) nonce(counter uint64) *[chacha20poly1305.NonceSize]byte {
 // ciphertext and tag to dst, like cipher.AEAD.Seal without additional data.
 // To encrypt in place, plaintext must start where the output does
 // (dst = buf[:16], plaintext = buf[16:16+n]). A wiped keypair appends
-// nothing.
+// nothing: callers must check that the output is the full ciphertext, and
+// hold the keypair (Hold) from taking a counter until sealing is done.
 func (k *Keypair) Seal(dst []byte, counter uint64, plaintext []byte) []byte {
 	keys := k.keys.Load()
 	if keys == nil {
@@ -91,6 +97,16 @@ func (k *Keypair) Seal(dst []byte, counter uint64, plaintext []byte) []byte {
 	out := keys.send.Seal(dst, n[:], plaintext, nil)
 	k.nonces.Put(n)
 	return out
+}
+
+// SendAEAD is the send cipher, nil once wiped. It exists for wire audits in
+// tests, which must check that every transport message authenticates; the
+// data path uses Seal.
+func (k *Keypair) SendAEAD() cipher.AEAD {
+	if keys := k.keys.Load(); keys != nil {
+		return keys.send
+	}
+	return nil
 }
 
 // Open decrypts ciphertext (including its tag) with the receive key and
@@ -110,14 +126,44 @@ func (k *Keypair) Open(dst []byte, counter uint64, ciphertext []byte) ([]byte, e
 	return out, nil
 }
 
-// Wipe drops the keys (the key-zeroing timer, or the peer's removal): Open
-// fails with ErrKeypairWiped, Seal appends nothing and NextCounter reports
-// false from then on. The AEADs of x/crypto keep a key copy that cannot be
-// zeroed; dropping the last reference is the most Go allows.
-func (k *Keypair) Wipe() {
-	k.keys.Store(nil)
-	k.sendCounter.Store(RejectAfterMessages)
+// Hold keeps the send key alive until the matching Release, so that every
+// counter NextCounter hands out meanwhile can still be sealed. It reports
+// false, and holds nothing, once the keypair is wiped: the caller must not
+// send with it.
+func (k *Keypair) Hold() bool {
+	k.holds.Add(1)
+	if k.retired.Load() {
+		k.Release()
+		return false
+	}
+	return true
 }
+
+// Release ends a Hold. The last one after a Wipe drops the keys.
+func (k *Keypair) Release() {
+	if k.holds.Add(-1) == 0 && k.retired.Load() {
+		k.keys.Store(nil)
+	}
+}
+
+// Wipe retires the keypair (the key-zeroing timer, a rotation, or the
+// peer's removal): NextCounter reports false from now on, and the keys are
+// dropped at once or, if a sender holds the keypair, when the last hold is
+// released, so a packet that was given a counter is always sealed in full.
+// Open fails with ErrKeypairWiped once the keys are gone. The AEADs of
+// x/crypto keep a key copy that cannot be zeroed; dropping the last
+// reference is the most Go allows.
+func (k *Keypair) Wipe() {
+	k.sendCounter.Store(RejectAfterMessages)
+	k.retired.Store(true)
+	if k.holds.Load() == 0 {
+		k.keys.Store(nil)
+	}
+}
+
+// Wiped reports whether Wipe was called, whether or not a hold still keeps
+// the keys.
+func (k *Keypair) Wiped() bool { return k.retired.Load() }
 
 // Keypairs is a peer's previous, current and next keypair. It is plain state
 // without a lock: the device guards it.

@@ -172,6 +172,72 @@ func TestKeypairWipe(t *testing.T) {
 	}
 }
 
+// A held keypair keeps its send key through a Wipe until the last Release:
+// a counter handed out before the wipe is still sealed in full, no new
+// counter is handed out, and no new hold is granted.
+func TestKeypairWipeWaitsForHolds(t *testing.T) {
+	a, b := testKeypairs(t)
+	if !a.Hold() || !a.Hold() {
+		t.Fatal("Hold on a fresh keypair refused")
+	}
+	c, ok := a.NextCounter()
+	if !ok {
+		t.Fatal("no counter")
+	}
+	a.Wipe()
+	if !a.Wiped() {
+		t.Fatal("Wiped is false after Wipe")
+	}
+	if _, ok := a.NextCounter(); ok {
+		t.Fatal("NextCounter after Wipe")
+	}
+	if a.Hold() {
+		t.Fatal("Hold granted after Wipe")
+	}
+	ct := a.Seal(nil, c, []byte("held"))
+	if pt, err := b.Open(nil, c, ct); err != nil || string(pt) != "held" {
+		t.Fatalf("Seal under a hold after Wipe: %x does not open (%v)", ct, err)
+	}
+	a.Release()
+	if out := a.Seal(nil, c, []byte("x")); len(out) == 0 {
+		t.Fatal("keys dropped while a hold remains")
+	}
+	a.Release()
+	if out := a.Seal([]byte("hdr"), c, []byte("x")); string(out) != "hdr" {
+		t.Fatal("keys kept after the last Release of a wiped keypair")
+	}
+}
+
+// Holds racing a Wipe: whoever comes last drops the keys, and a sender that
+// got its hold seals in full (run with -race).
+func TestKeypairHoldRacesWipe(t *testing.T) {
+	for range 200 {
+		a, b := testKeypairs(t)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				if !a.Hold() {
+					return
+				}
+				defer a.Release()
+				c, ok := a.NextCounter()
+				if !ok {
+					return
+				}
+				ct := a.Seal(nil, c, []byte("payload"))
+				if _, err := b.Open(nil, c, ct); err != nil {
+					t.Errorf("counter %d taken under a hold did not seal: %v", c, err)
+				}
+			})
+		}
+		a.Wipe()
+		wg.Wait()
+		if out := a.Seal(nil, 0, []byte("x")); len(out) != 0 {
+			t.Fatal("keys survive the wipe and every release")
+		}
+	}
+}
+
 // TestKeypairConcurrent seals and opens from several goroutines while
 // another wipes (run with -race).
 func TestKeypairConcurrent(t *testing.T) {

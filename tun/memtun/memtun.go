@@ -42,8 +42,10 @@ type Options struct {
 // queue is full until Next makes room or the device is closed.
 type Device struct {
 	opts   Options
+	mtu    atomic.Int32 // MTU reports it; SetMTU changes it
 	in     chan []byte
 	out    chan []byte
+	evMu   sync.Mutex // orders SetMTU's sends before Close closes events
 	events chan tun.Event
 	done   chan struct{}
 	close  sync.Once
@@ -81,9 +83,10 @@ func NewWithOptions(opts Options) *Device {
 		opts:   opts,
 		in:     make(chan []byte, opts.QueueLen),
 		out:    make(chan []byte, opts.QueueLen),
-		events: make(chan tun.Event, 1),
+		events: make(chan tun.Event, 16),
 		done:   make(chan struct{}),
 	}
+	d.mtu.Store(int32(opts.MTU))
 	d.events <- tun.EventUp
 	return d
 }
@@ -226,7 +229,21 @@ func (d *Device) Write(bufs [][]byte, offset int) (int, error) {
 }
 
 // MTU implements tun.Device.
-func (d *Device) MTU() (int, error) { return d.opts.MTU, nil }
+func (d *Device) MTU() (int, error) { return int(d.mtu.Load()), nil }
+
+// SetMTU changes the MTU, as `ip link set mtu` does, and reports it with
+// EventMTUUpdate. Inject does not enforce the MTU, so a test can also play a
+// TUN that hands over a packet read before the change was announced.
+func (d *Device) SetMTU(mtu int) {
+	d.mtu.Store(int32(mtu))
+	d.evMu.Lock()
+	defer d.evMu.Unlock()
+	select {
+	case <-d.done:
+	case d.events <- tun.EventMTUUpdate:
+	default: // a reader that lags sixteen events behind re-reads MTU anyway
+	}
+}
 
 // Name implements tun.Device.
 func (d *Device) Name() (string, error) { return d.opts.Name, nil }
@@ -246,7 +263,9 @@ func (d *Device) File() *os.File { return nil }
 func (d *Device) Close() error {
 	d.close.Do(func() {
 		close(d.done)
+		d.evMu.Lock()
 		close(d.events)
+		d.evMu.Unlock()
 	})
 	return nil
 }
