@@ -361,18 +361,17 @@ func TestMTUChangesUnderTraffic(t *testing.T) {
 	eventually(t, 5*time.Second, "devices see MTU 9000", func() bool {
 		return int(a.dev.mtu.Load()) == 9000 && int(b.dev.mtu.Load()) == 9000
 	})
-	for {
-		c, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		_, err := tb.Next(c)
-		cancel()
-		if err != nil {
-			break
-		}
-	}
 	pkt := udpPacket(addrA, addrB, 424242, 9000-28)
 	ta.Inject(pkt)
-	if got := next(t, b.tun, 5*time.Second); string(got) != string(pkt) {
-		t.Fatalf("a %d-byte packet at MTU 9000 arrived as %d bytes", len(pkt), len(got))
+	for {
+		got := next(t, b.tun, 5*time.Second)
+		if len(got) < 32 || binary.BigEndian.Uint32(got[28:]) != 424242 {
+			continue // still draining the traffic of the loop above
+		}
+		if string(got) != string(pkt) {
+			t.Fatalf("a %d-byte packet at MTU 9000 arrived as %d bytes", len(pkt), len(got))
+		}
+		break
 	}
 	aa.verdict(t)
 	ab.verdict(t)
@@ -387,5 +386,44 @@ func eventually(t testing.TB, wait time.Duration, what string, cond func() bool)
 			t.Fatalf("timed out waiting: %s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// Packets that wait for the first handshake leave before packets read after
+// it completed (issue 8: the timer goroutine sent the staged packets while
+// the TUN reader already sent newer ones under the new session).
+func TestStagedPacketsAreNotOvertaken(t *testing.T) {
+	for round := range 10 {
+		a, b := memPair(t, membind.NetOptions{Delay: time.Millisecond})
+		ta := a.tun.(*memtun.Device)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for seq := uint32(1); seq <= 2000; seq++ {
+				if err := ta.InjectContext(context.Background(), udpPacket(addrA, addrB, seq, 64)); err != nil {
+					return
+				}
+				if seq%50 == 0 {
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+		}()
+		last := uint32(0)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			pkt, err := b.tun.(*memtun.Device).Next(ctx)
+			cancel()
+			if err != nil {
+				break
+			}
+			seq := binary.BigEndian.Uint32(pkt[28:])
+			if seq <= last {
+				t.Fatalf("round %d: packet %d arrived after %d", round, seq, last)
+			}
+			if last = seq; last == 2000 {
+				break
+			}
+		}
+		<-done
 	}
 }

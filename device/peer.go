@@ -25,6 +25,15 @@ type Peer struct {
 	d   *Device
 	pub noise.PublicKey
 
+	// txMu serializes the peer's senders (the TUN reader, the timer
+	// goroutine, the handshake worker's keepalive) from the staged-packet
+	// check to the counter assignment, so staged packets are never
+	// overtaken. It is the outermost lock of the peer's send path.
+	txMu sync.Mutex
+	// hasStaged mirrors len(staged) > 0 so the send path can skip mu when
+	// nothing is staged; written under mu.
+	hasStaged atomic.Bool
+
 	mu          sync.Mutex // guards the fields below up to the blank line
 	hs          *noise.Handshake
 	hsIndex     uint32 // index of the in-flight handshake in d.index, 0 if none
@@ -158,6 +167,7 @@ func (p *Peer) stageLocked(bufs [][]byte, sizes []int) {
 		}
 		p.staged = append(p.staged, append(buf[:0], pkt...))
 	}
+	p.hasStaged.Store(len(p.staged) > 0)
 }
 
 // sendStagedSoonLocked has the timer goroutine send the staged packets. Not
@@ -177,6 +187,8 @@ func (p *Peer) sendStagedSoonLocked(now time.Time) {
 func (p *Peer) takeStagedLocked() [][]byte {
 	s := p.staged
 	p.staged = nil
+	p.stagedDue = false
+	p.hasStaged.Store(false)
 	return s
 }
 
@@ -187,6 +199,7 @@ func (p *Peer) dropStagedLocked() int {
 		p.d.staging.put(b)
 	}
 	p.staged = nil
+	p.hasStaged.Store(false)
 	return n
 }
 

@@ -156,8 +156,41 @@ func (d *Device) routeOutbound(rb *batch, n int) *batch {
 
 // sendBatch assigns nonces to b's packets in order and hands b to the crypto
 // workers and to the peer's sequencer. With no usable session the packets
-// are staged and a handshake is started.
+// are staged and a handshake is started; with one, packets staged earlier
+// go first, so that nothing newer overtakes them.
 func (p *Peer) sendBatch(b *batch, now time.Time) {
+	p.txMu.Lock()
+	defer p.txMu.Unlock()
+	p.sendStagedTxLocked(now)
+	p.sendBatchTxLocked(b, now)
+}
+
+// sendStagedNow sends the staged packets if a session is up (the timer
+// goroutine's job once a handshake completes and no new packet comes).
+func (p *Peer) sendStagedNow(now time.Time) {
+	p.txMu.Lock()
+	defer p.txMu.Unlock()
+	p.sendStagedTxLocked(now)
+}
+
+// sendStagedTxLocked sends what is staged, if a session is up. Taking the
+// staged packets and giving them counters happen under txMu, so no other
+// sender of this peer can slip in between.
+func (p *Peer) sendStagedTxLocked(now time.Time) {
+	if !p.hasStaged.Load() {
+		return
+	}
+	p.mu.Lock()
+	if p.currentSendKeypairLocked(now) == nil {
+		p.mu.Unlock()
+		return
+	}
+	pkts := p.takeStagedLocked()
+	p.mu.Unlock()
+	p.sendStaged(pkts, now)
+}
+
+func (p *Peer) sendBatchTxLocked(b *batch, now time.Time) {
 	d := p.d
 	b.peer = p
 	// Room in the sequencer first, with no lock held: a full queue makes the
@@ -218,7 +251,7 @@ func (p *Peer) sendBatch(b *batch, now time.Time) {
 }
 
 // sendStaged sends packets that waited for a session, in batches, and
-// returns their staging buffers.
+// returns their staging buffers. Callers hold txMu.
 func (p *Peer) sendStaged(pkts [][]byte, now time.Time) {
 	d := p.d
 	defer func() {
@@ -247,7 +280,7 @@ func (p *Peer) sendStaged(pkts [][]byte, now time.Time) {
 			b.release()
 			return
 		}
-		p.sendBatch(b, now)
+		p.sendBatchTxLocked(b, now)
 	}
 }
 

@@ -87,11 +87,8 @@ func (p *Peer) runTimers(now time.Time) {
 		return
 	}
 	act := p.timers.Due(now)
-	var staged [][]byte
-	if p.stagedDue {
-		p.stagedDue = false
-		staged = p.takeStagedLocked()
-	}
+	sendStaged := p.stagedDue
+	p.stagedDue = false
 	var dropped int
 	if act&timers.GiveUp != 0 {
 		dropped = p.dropStagedLocked()
@@ -103,8 +100,8 @@ func (p *Peer) runTimers(now time.Time) {
 	}
 	p.mu.Unlock()
 	d := p.d
-	if len(staged) > 0 {
-		p.sendStaged(staged, now)
+	if sendStaged {
+		p.sendStagedNow(now)
 	}
 	if dropped > 0 {
 		d.ctr.add(cTxStagedDropped, uint64(dropped))

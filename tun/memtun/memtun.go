@@ -240,6 +240,10 @@ func (d *Device) SetMTU(mtu int) {
 	defer d.evMu.Unlock()
 	select {
 	case <-d.done:
+		return // events is closed
+	default:
+	}
+	select {
 	case d.events <- tun.EventMTUUpdate:
 	default: // a reader that lags sixteen events behind re-reads MTU anyway
 	}
