@@ -33,6 +33,9 @@ const (
 	cCookieRepliesSent
 	cKeepalivesSent
 	cKeysZeroed
+	cTxTUNReadErrors
+	cTxTUNReadPanics
+	cRxReceiveErrors
 	numCounters
 )
 
@@ -63,6 +66,9 @@ var counterNames = [numCounters]string{
 	cCookieRepliesSent:            "cookie_replies_sent",
 	cKeepalivesSent:               "keepalives_sent",
 	cKeysZeroed:                   "keys_zeroed",
+	cTxTUNReadErrors:              "tx_tun_read_errors",
+	cTxTUNReadPanics:              "tx_tun_read_panics",
+	cRxReceiveErrors:              "rx_receive_errors",
 }
 
 // counters is the device's set; each is cumulative and updated atomically.
