@@ -36,6 +36,9 @@ const (
 	cTxSealFailed
 	cRxPeerRemoved
 	cRxTooBig
+	cTxTUNReadErrors
+	cTxTUNReadPanics
+	cRxReceiveErrors
 	numCounters
 )
 
@@ -69,6 +72,9 @@ var counterNames = [numCounters]string{
 	cTxSealFailed:                 "tx_drop_seal_failed",
 	cRxPeerRemoved:                "rx_drop_peer_removed",
 	cRxTooBig:                     "rx_drop_too_big",
+	cTxTUNReadErrors:              "tx_tun_read_errors",
+	cTxTUNReadPanics:              "tx_tun_read_panics",
+	cRxReceiveErrors:              "rx_receive_errors",
 }
 
 // counters is the device's set; each is cumulative and updated atomically.

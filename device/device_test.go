@@ -68,6 +68,7 @@ func link(t testing.TB, a, b *node) {
 
 func memPair(t testing.TB, nopts membind.NetOptions) (a, b *node) {
 	t.Helper()
+	checkGoroutines(t)
 	netw := membind.NewNetwork(nopts)
 	hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	a = newNode(t, memtun.New("a", 1420, 4096), netw.NewBind(hostA), addrA, hostA, Options{})

@@ -63,6 +63,7 @@ type Peer struct {
 	recvq   *sequencer
 	heapIdx int       // position in the timer wheel heap, guarded by wheel.mu; -1 when absent
 	wheelAt time.Time // guarded by wheel.mu
+	idle    idleMark  // touched only by the wheel's goroutine
 }
 
 func (d *Device) newPeer(pub noise.PublicKey) *Peer {

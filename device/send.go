@@ -1,11 +1,7 @@
 package device
 
 import (
-	"errors"
-	"fmt"
 	"math/rand/v2"
-	"os"
-	"syscall"
 	"time"
 
 	"github.com/fips-go/fips-go/device/noise"
@@ -15,77 +11,6 @@ import (
 // stagedFrom is where plaintext starts in an outbound buffer: the transport
 // header is written into the headroom in front of it, so sealing is in place.
 const stagedFrom = tun.Headroom
-
-// tunReader reads batches from the TUN and routes them to peers. It stops
-// the device when the TUN goes away (ip link del, Close).
-func (d *Device) tunReader() {
-	defer d.readersWG.Done()
-	rb := d.getBatch()
-	failures := 0
-	for rb != nil {
-		if rb = d.current(rb); rb == nil {
-			break
-		}
-		n, err := d.readTUN(rb)
-		if errors.Is(err, errTUNPanic) {
-			// A packet outgrew our buffers: the MTU went up and its event
-			// has not reached us yet. Catch up and read on.
-			d.ctr.inc(cTxTooBig)
-			d.mtuChanged()
-			continue
-		}
-		if err != nil {
-			if d.stopping() {
-				break
-			}
-			if tunGone(err) || failures > 100 {
-				d.opts.Logf("device: TUN read failed, stopping: %v", err)
-				d.shutdown(err)
-				break
-			}
-			failures++
-			if n == 0 {
-				continue
-			}
-		} else {
-			failures = 0
-		}
-		rb = d.routeOutbound(rb, n)
-	}
-	if rb != nil {
-		rb.release()
-	}
-}
-
-// errTUNPanic wraps a panic inside the TUN's Read. wireguard-go's TUN
-// splits an offloaded super-packet into our buffers without checking their
-// size, which panics if the MTU grew before we heard of it.
-var errTUNPanic = errors.New("device: TUN read panicked")
-
-func (d *Device) readTUN(rb *batch) (n int, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			n, err = 0, fmt.Errorf("%w: %v", errTUNPanic, r)
-		}
-	}()
-	return d.tun.Read(rb.bufs, rb.sizes, tun.Headroom)
-}
-
-// current swaps a batch from a retired pool (the MTU grew) for a new one.
-// Readers keep their batch across reads, so without this they would go on
-// reading into buffers too small for the new MTU.
-func (d *Device) current(b *batch) *batch {
-	if !b.pool.retired.Load() {
-		return b
-	}
-	b.release()
-	return d.getBatch()
-}
-
-func tunGone(err error) bool {
-	return errors.Is(err, os.ErrClosed) ||
-		errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.EIO)
-}
 
 // routeOutbound sends the n packets in rb to their peers and returns the
 // batch the reader should use next. When every packet goes to one peer (the

@@ -15,13 +15,19 @@ type sequencer struct {
 	slots chan struct{}
 
 	capacity int
-	mu       sync.Mutex // guards ring, head, n
+	mu       sync.Mutex // guards ring, head, n, pushes
 	ring     []*batch
 	head     int
 	n        int
+	pushes   uint64 // batches ever pushed: the timer wheel's sign of activity
 
-	flushMu sync.Mutex // held while flushing, so flushes of one peer never interleave
-	ready   []*batch   // scratch for complete, guarded by flushMu
+	// flushMu is held while flushing, so flushes of one peer never
+	// interleave. Lock order: flushMu, then mu.
+	flushMu sync.Mutex
+	// ready is scratch for complete, guarded by flushMu. It is allocated
+	// only while ring is (see complete), so ring != nil says whether the
+	// sequencer holds buffers.
+	ready []*batch
 }
 
 func newSequencer(capacity int) *sequencer {
@@ -52,6 +58,7 @@ func (s *sequencer) push(b *batch) {
 	}
 	s.ring[(s.head+s.n)%len(s.ring)] = b
 	s.n++
+	s.pushes++
 }
 
 // popDone appends to ready every done batch at the head, in order, and
@@ -90,10 +97,12 @@ func (s *sequencer) complete(b *batch, flush func([]*batch)) {
 		if !s.flushMu.TryLock() {
 			return
 		}
-		if s.ready == nil {
+		// Allocate only with something to flush: then the ring exists and,
+		// as shrink needs flushMu, goes on existing while ready does.
+		if s.ready == nil && s.headDone() {
 			s.ready = make([]*batch, 0, s.capacity)
 		}
-		for {
+		for s.ready != nil {
 			s.ready = s.popDone(s.ready[:0])
 			if len(s.ready) == 0 {
 				break
@@ -106,4 +115,35 @@ func (s *sequencer) complete(b *batch, flush func([]*batch)) {
 			return
 		}
 	}
+}
+
+// usage returns how many batches were ever pushed and whether the ring and
+// scratch are allocated, for the timer wheel's idle check.
+func (s *sequencer) usage() (pushes uint64, held bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pushes, s.ring != nil
+}
+
+// shrink frees the ring and scratch when nothing is queued or reserved, so
+// that an idle peer costs what a never-used one does; the next push
+// allocates them again. also, if not nil, runs under flushMu to free what
+// the owner keeps under it. It never waits for a flush: false means busy.
+func (s *sequencer) shrink(also func()) bool {
+	if !s.flushMu.TryLock() {
+		return false
+	}
+	defer s.flushMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// A reservation is a push on its way; push would re-allocate the ring,
+	// but freeing it under a producer that just waited for room is churn.
+	if s.n != 0 || len(s.slots) != 0 {
+		return false
+	}
+	s.ring, s.head, s.ready = nil, 0, nil
+	if also != nil {
+		also()
+	}
+	return true
 }

@@ -78,9 +78,10 @@ func (w *timerWheel) run() {
 	}
 }
 
-// runTimers performs the actions whose deadlines passed and hands the next
-// deadline back to the wheel.
+// runTimers performs the actions whose deadlines passed, frees the buffers
+// of a peer gone idle, and hands the next deadline back to the wheel.
 func (p *Peer) runTimers(now time.Time) {
+	idleCheck := p.releaseIfIdle(now) // before p.mu, which ranks below the flush locks
 	p.mu.Lock()
 	if p.removed.Load() {
 		p.mu.Unlock()
@@ -94,6 +95,9 @@ func (p *Peer) runTimers(now time.Time) {
 		dropped = p.dropStagedLocked()
 	}
 	next := p.timers.Next()
+	if !idleCheck.IsZero() && (next.IsZero() || idleCheck.Before(next)) {
+		next = idleCheck
+	}
 	p.scheduledAt = next
 	if !next.IsZero() {
 		p.d.wheel.schedule(p, next)

@@ -1,0 +1,139 @@
+package device
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/fips-go/fips-go/tun"
+)
+
+// tunReader reads batches from the TUN and routes them to peers. It stops
+// the device when the TUN goes away (ip link del, Close), or when its Read
+// keeps panicking; any other error costs only the packets it concerns.
+func (d *Device) tunReader() {
+	defer d.readersWG.Done()
+	rb := d.getBatch()
+	var retry retryPolicy
+	for rb != nil {
+		if rb = d.current(rb); rb == nil {
+			break
+		}
+		n, err := d.readTUN(rb)
+		if err != nil && !d.tunReadFailed(&retry, err, n > 0) {
+			break
+		}
+		if n == 0 {
+			continue
+		}
+		retry.ok()
+		rb = d.routeOutbound(rb, n)
+	}
+	if rb != nil {
+		rb.release()
+	}
+}
+
+// tunReadFailed counts a failed read and waits as retry says; false means
+// the reader must stop. progress says the read returned packets as well
+// (wireguard-go's TUN reports a super-packet it could not split in full
+// along with the segments it did split).
+func (d *Device) tunReadFailed(retry *retryPolicy, err error, progress bool) bool {
+	if d.stopping() {
+		return false
+	}
+	if tunGone(err) {
+		d.opts.Logf("device: TUN gone, stopping: %v", err)
+		d.shutdown(err)
+		return false
+	}
+	if errors.Is(err, errTUNPanic) {
+		return d.tunReadPanicked(retry, err)
+	}
+	if errors.Is(err, io.ErrShortBuffer) {
+		// A TUN that refuses to truncate (memtun, netstack) says a packet
+		// outgrew our buffers: the MTU went up before we heard of it.
+		d.ctr.inc(cTxTooBig)
+		d.mtuChanged()
+	}
+	d.ctr.inc(cTxTUNReadErrors)
+	if progress {
+		return true
+	}
+	wait := retry.failed()
+	if retry.persistent() {
+		d.opts.Logf("device: TUN reads keep failing, retrying every %v: %v", wait, err)
+	}
+	return d.pause(wait)
+}
+
+// tunReadPanicked handles a panic in the TUN's Read. The one cause we know
+// is a packet that outgrew our buffers because the MTU went up and its
+// event has not reached us yet: re-read the MTU and read on. If that does
+// not cure it, the panic is deterministic and re-reading would only burn a
+// core, so after maxReadPanics in a row the device stops with the error.
+func (d *Device) tunReadPanicked(retry *retryPolicy, err error) bool {
+	d.ctr.inc(cTxTUNReadPanics)
+	d.ctr.inc(cTxTooBig)
+	wait, giveUp := retry.panicked()
+	if giveUp {
+		d.opts.Logf("device: TUN read panicked %d times in a row, stopping: %v", retry.panics, err)
+		d.shutdown(err)
+		return false
+	}
+	if retry.panics == 1 {
+		d.opts.Logf("device: TUN read panicked, re-reading the MTU: %v", err)
+	}
+	d.mtuChanged()
+	return d.pause(wait)
+}
+
+// pause sleeps for wait, or less if the device stops; false if it stopped.
+func (d *Device) pause(wait time.Duration) bool {
+	if wait <= 0 {
+		return !d.stopping()
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-d.stop:
+		return false
+	}
+}
+
+// errTUNPanic wraps a panic inside the TUN's Read. wireguard-go's TUN
+// splits an offloaded super-packet into our buffers without checking their
+// size, which panics if the MTU grew before we heard of it.
+var errTUNPanic = errors.New("device: TUN read panicked")
+
+func (d *Device) readTUN(rb *batch) (n int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			n, err = 0, fmt.Errorf("%w: %v", errTUNPanic, r)
+		}
+	}()
+	return d.tun.Read(rb.bufs, rb.sizes, tun.Headroom)
+}
+
+// current swaps a batch from a retired pool (the MTU grew) for a new one.
+// Readers keep their batch across reads, so without this they would go on
+// reading into buffers too small for the new MTU.
+func (d *Device) current(b *batch) *batch {
+	if !b.pool.retired.Load() {
+		return b
+	}
+	b.release()
+	return d.getBatch()
+}
+
+// tunGone reports whether a read error means the TUN itself is gone, the
+// only read error that stops the device.
+func tunGone(err error) bool {
+	return errors.Is(err, os.ErrClosed) ||
+		errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.EIO)
+}
