@@ -79,7 +79,7 @@ func (b *StdBind) receiveFunc(c *net.UDPConn) ReceiveFunc {
 			n, _, flags, ap, err := c.ReadMsgUDPAddrPort(bufs[0], nil)
 			if truncated(flags, err) {
 				b.stats.rxOversize.Add(1)
-				continue
+				return 0, ErrOversize
 			}
 			if err != nil {
 				return 0, err

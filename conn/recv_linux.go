@@ -176,6 +176,9 @@ func (r *receiver) receiveDirect(bufs [][]byte, sizes []int, eps []Endpoint) (in
 		if out > 0 {
 			return out, nil
 		}
+		if got > 0 {
+			return 0, ErrOversize
+		}
 	}
 }
 
@@ -184,8 +187,12 @@ func (r *receiver) receiveDirect(bufs [][]byte, sizes []int, eps []Endpoint) (in
 // feed several calls.
 func (r *receiver) receiveGRO(bufs [][]byte, sizes []int, eps []Endpoint) (int, error) {
 	for {
-		if out := r.drain(bufs, sizes, eps); out > 0 {
+		out, oversize := r.drain(bufs, sizes, eps)
+		if out > 0 {
 			return out, nil
+		}
+		if oversize {
+			return 0, ErrOversize
 		}
 		if err := r.readGRO(); err != nil {
 			return 0, err
@@ -226,8 +233,9 @@ func (r *receiver) readGRO() error {
 // drain copies held datagrams into bufs in order, each with its message's
 // endpoint (so every segment of a coalesced read keeps the destination
 // address the peer wrote to). It returns how many it delivered; one that
-// does not fit its buffer is dropped and counted, not truncated.
-func (r *receiver) drain(bufs [][]byte, sizes []int, eps []Endpoint) int {
+// does not fit its buffer is dropped and counted, not truncated, and
+// reported in dropped.
+func (r *receiver) drain(bufs [][]byte, sizes []int, eps []Endpoint) (n int, dropped bool) {
 	out := 0
 	var oversize uint64
 	for out < len(bufs) && r.next < r.nheld {
@@ -250,5 +258,5 @@ func (r *receiver) drain(bufs [][]byte, sizes []int, eps []Endpoint) int {
 		r.stats.rxOversize.Add(oversize)
 	}
 	r.stats.rxPackets.Add(uint64(out))
-	return out
+	return out, oversize > 0
 }

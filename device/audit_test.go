@@ -427,3 +427,39 @@ func TestStagedPacketsAreNotOvertaken(t *testing.T) {
 		<-done
 	}
 }
+
+// After an MTU raise, the first datagram that needs the larger buffers gets
+// them: the receiver must not sit in the bind with buffers sized for the old
+// MTU, dropping every large datagram until a small one happens by (issue 8:
+// pings at the new MTU never got through, TCP only after a SYN).
+func TestReceiveBuffersFollowMTURaise(t *testing.T) {
+	a, b := memPair(t, membind.NetOptions{})
+	ta, tb := a.tun.(*memtun.Device), b.tun.(*memtun.Device)
+	ta.Inject(udpPacket(addrA, addrB, 1, 100))
+	next(t, b.tun, 5*time.Second)
+	tb.Inject(udpPacket(addrB, addrA, 2, 100))
+	next(t, a.tun, 5*time.Second)
+	time.Sleep(50 * time.Millisecond) // both receivers back in the bind, with old buffers
+	tb.SetMTU(9000)
+	ta.SetMTU(9000)
+	eventually(t, 5*time.Second, "devices see MTU 9000", func() bool {
+		return int(a.dev.mtu.Load()) == 9000 && int(b.dev.mtu.Load()) == 9000
+	})
+	pkt := udpPacket(addrA, addrB, 3, 9000-28)
+	// The first may be dropped by the sender's reader and the second by the
+	// receiver, each still holding buffers of the old size from before.
+	for range 4 {
+		ta.Inject(pkt)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		got, err := tb.Next(ctx)
+		cancel()
+		if err == nil {
+			if string(got) != string(pkt) {
+				t.Fatalf("got %d bytes, want the %d-byte packet", len(got), len(pkt))
+			}
+			return
+		}
+	}
+	t.Fatalf("no %d-byte packet got through after the MTU raise; b's bind dropped %d as oversize",
+		len(pkt), b.bind.(interface{ Stats() conn.Stats }).Stats().RxOversize)
+}

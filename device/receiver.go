@@ -21,6 +21,11 @@ func (d *Device) receiver(fn conn.ReceiveFunc) {
 			break
 		}
 		n, err := fn(rb.bufs, rb.sizes, rb.eps)
+		if errors.Is(err, conn.ErrOversize) {
+			// Counted by the bind. Our buffers may predate an MTU raise:
+			// go round so that current swaps them.
+			continue
+		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || errors.Is(err, conn.ErrBindClosed) || d.stopping() {
 				break

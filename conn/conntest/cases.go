@@ -185,6 +185,14 @@ func testOversize(t *testing.T, a, b conn.Bind) {
 	// Separate sends: a datagram too large for the receive buffer is
 	// dropped, not truncated, and the next one still arrives.
 	send(t, a, [][]byte{payload(1, rxBufSize+1000)}, conn.Endpoint{Dst: pb.v4()})
+	// Alone in its read, it makes the receive function return ErrOversize
+	// rather than wait on with buffers too small.
+	for deadline := time.Now().Add(5 * time.Second); pb.oversize.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the receive function never returned ErrOversize for a read of only an oversize datagram")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	want := [][]byte{payload(2, 10)}
 	send(t, a, want, conn.Endpoint{Dst: pb.v4()})
 	checkSame(t, pb.expect(1), want, pa.v4())

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,6 +79,8 @@ type peer struct {
 	rx   chan datagram
 	done chan struct{}
 	wg   sync.WaitGroup
+	// oversize counts reads that returned ErrOversize.
+	oversize atomic.Uint64
 }
 
 // open opens b on port 0 and starts its readers; cleanup closes it and
@@ -119,6 +122,13 @@ func (p *peer) read(fn conn.ReceiveFunc) {
 			case <-p.done:
 				return
 			}
+		}
+		if errors.Is(err, conn.ErrOversize) {
+			if got != 0 {
+				p.t.Errorf("receive: %d datagrams along with ErrOversize, want 0", got)
+			}
+			p.oversize.Add(1)
+			continue
 		}
 		if err != nil {
 			if !errors.Is(err, net.ErrClosed) {

@@ -165,9 +165,12 @@ func (b *Bind) receive(q *queue, bufs [][]byte, sizes []int, eps []conn.Endpoint
 		return 0, nil
 	}
 	for {
-		out, wait, err := b.take(q, bufs[:n], sizes, eps)
+		out, wait, dropped, err := b.take(q, bufs[:n], sizes, eps)
 		if out > 0 || err != nil {
 			return out, err
+		}
+		if dropped {
+			return 0, conn.ErrOversize
 		}
 		if wait > 0 {
 			t := time.NewTimer(wait)
@@ -186,19 +189,19 @@ func (b *Bind) receive(q *queue, bufs [][]byte, sizes []int, eps []conn.Endpoint
 }
 
 // take moves ready datagrams into bufs. With none ready it returns how
-// long until the head is due (0 when the queue is empty).
-func (b *Bind) take(q *queue, bufs [][]byte, sizes []int, eps []conn.Endpoint) (int, time.Duration, error) {
+// long until the head is due (0 when the queue is empty); dropped says a
+// datagram too big for its buffer was dropped.
+func (b *Bind) take(q *queue, bufs [][]byte, sizes []int, eps []conn.Endpoint) (out int, wait time.Duration, dropped bool, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
-		return 0, 0, errClosed
+		return 0, 0, false, errClosed
 	}
 	if q.n == 0 && q.hasHeld {
 		// Nothing came after the held datagram; do not strand it.
 		q.enqueue(q.held, b.net)
 		q.held, q.hasHeld = packet{}, false
 	}
-	out := 0
 	now := time.Time{}
 	for out < len(bufs) && q.n > 0 {
 		p := q.ring[q.head]
@@ -208,7 +211,7 @@ func (b *Bind) take(q *queue, bufs [][]byte, sizes []int, eps []conn.Endpoint) (
 			}
 			if d := p.at.Sub(now); d > 0 {
 				if out == 0 {
-					return 0, d, nil
+					return 0, d, dropped, nil
 				}
 				break
 			}
@@ -217,6 +220,7 @@ func (b *Bind) take(q *queue, bufs [][]byte, sizes []int, eps []conn.Endpoint) (
 		b.rxMessages.Add(1)
 		if len(p.data) > len(bufs[out]) {
 			b.rxOversize.Add(1)
+			dropped = true
 			continue
 		}
 		sizes[out] = copy(bufs[out], p.data)
@@ -224,5 +228,5 @@ func (b *Bind) take(q *queue, bufs [][]byte, sizes []int, eps []conn.Endpoint) (
 		out++
 	}
 	b.rxPackets.Add(uint64(out))
-	return out, 0, nil
+	return out, 0, dropped, nil
 }

@@ -19,14 +19,14 @@ func TestDelayHoldsDatagram(t *testing.T) {
 	b.Open(0)
 	defer b.Close()
 	a.Send([][]byte{[]byte("later")}, conn.Endpoint{Dst: b.AddrPort()})
-	out, wait, err := b.take(b.q, [][]byte{make([]byte, 10)}, []int{0}, []conn.Endpoint{{}})
+	out, wait, _, err := b.take(b.q, [][]byte{make([]byte, 10)}, []int{0}, []conn.Endpoint{{}})
 	if out != 0 || err != nil || wait < 59*time.Minute || wait > time.Hour {
 		t.Fatalf("take = %d, %v, %v; want nothing yet and about an hour to wait", out, wait, err)
 	}
 	// Once due it is delivered.
 	b.q.ring[b.q.head].at = time.Now().Add(-time.Second)
 	bufs := [][]byte{make([]byte, 10)}
-	out, _, err = b.take(b.q, bufs, []int{0}, []conn.Endpoint{{}})
+	out, _, _, err = b.take(b.q, bufs, []int{0}, []conn.Endpoint{{}})
 	if out != 1 || err != nil || string(bufs[0][:5]) != "later" {
 		t.Fatalf("after the delay: %d, %v", out, err)
 	}
