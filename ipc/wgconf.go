@@ -336,13 +336,13 @@ func FormatConfig(st device.Status) string {
 		fmt.Fprintf(&b, "FwMark = 0x%x\n", st.FwMark)
 	}
 	if !st.PrivateKey.IsZero() {
-		fmt.Fprintf(&b, "PrivateKey = %s\n", st.PrivateKey.String())
+		fmt.Fprintf(&b, "PrivateKey = %s\n", st.PrivateKey.Base64())
 	}
 	b.WriteString("\n")
 	for i, ps := range st.Peers {
 		fmt.Fprintf(&b, "[Peer]\nPublicKey = %s\n", ps.PublicKey.String())
 		if !ps.PresharedKey.IsZero() {
-			fmt.Fprintf(&b, "PresharedKey = %s\n", ps.PresharedKey.String())
+			fmt.Fprintf(&b, "PresharedKey = %s\n", ps.PresharedKey.Base64())
 		}
 		if len(ps.AllowedIPs) > 0 {
 			b.WriteString("AllowedIPs = ")
