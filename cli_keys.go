@@ -22,7 +22,7 @@ func keyCommands() []*cli.Command {
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintln(c.Root().Writer, k.String())
+				_, err = fmt.Fprintln(c.Root().Writer, k.Base64())
 				return err
 			},
 		},
@@ -34,7 +34,7 @@ func keyCommands() []*cli.Command {
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintln(c.Root().Writer, k.String())
+				_, err = fmt.Fprintln(c.Root().Writer, k.Base64())
 				return err
 			},
 		},

@@ -138,8 +138,8 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 		return err
 	}
 	if o.socketDir != "" {
-		if err := os.MkdirAll(o.socketDir, 0o700); err != nil {
-			return fmt.Errorf("socket directory: %w", err)
+		if err := privateSocketDir(o.socketDir, os.Getuid()); err != nil {
+			return err
 		}
 		l, err := ipc.Listen(o.socketDir, o.name)
 		if err != nil {

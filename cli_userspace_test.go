@@ -48,7 +48,7 @@ func TestUserspaceForward(t *testing.T) {
 	farPub := far.key.PublicKey()
 	conf := filepath.Join(t.TempDir(), "wg0.conf")
 	text := fmt.Sprintf("[Interface]\nPrivateKey = %s\n\n[Peer]\nPublicKey = %s\nEndpoint = 127.0.0.1:%d\nAllowedIPs = 10.0.0.1/32\n",
-		near.key.String(), farPub.String(), far.dev.Status().ListenPort)
+		near.key.Base64(), farPub.String(), far.dev.Status().ListenPort)
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}

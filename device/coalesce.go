@@ -54,15 +54,31 @@ type flowKey struct {
 
 // flowOf parses what coalescing depends on: the flow, the payload size and
 // whether the packet ends a run (TCP PSH). ok is false for anything but TCP
-// and UDP, which the TUN never merges.
+// and UDP, which the TUN never merges, for IPv4 fragments, and for headers
+// whose lengths do not fit the packet: the bytes come from a peer, so when
+// ok, 0 <= payload <= len(pkt).
 func flowOf(pkt []byte) (k flowKey, payload int, push bool, ok bool) {
+	if len(pkt) == 0 {
+		return k, 0, false, false
+	}
 	var hl int
 	switch pkt[0] >> 4 {
 	case 4:
+		if len(pkt) < 20 {
+			return k, 0, false, false
+		}
 		hl = int(pkt[0]&0xf) * 4
+		// MF set or a fragment offset: the TUN does not merge fragments,
+		// and a later one has no transport header to read.
+		if hl < 20 || binary.BigEndian.Uint16(pkt[6:8])&0x3fff != 0 {
+			return k, 0, false, false
+		}
 		k.proto = pkt[9]
 		copy(k.addrs[:8], pkt[12:20])
 	case 6:
+		if len(pkt) < 40 {
+			return k, 0, false, false
+		}
 		hl = 40
 		k.proto = pkt[6]
 		copy(k.addrs[:], pkt[8:40])
@@ -72,6 +88,9 @@ func flowOf(pkt []byte) (k flowKey, payload int, push bool, ok bool) {
 	switch {
 	case k.proto == 6 && len(pkt) >= hl+20:
 		th := int(pkt[hl+12]>>4) * 4
+		if th < 20 || len(pkt) < hl+th {
+			return k, 0, false, false
+		}
 		payload = len(pkt) - hl - th
 		push = pkt[hl+13]&0x08 != 0
 	case k.proto == 17 && len(pkt) >= hl+8:

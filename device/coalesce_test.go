@@ -83,3 +83,69 @@ func TestPaddedSize(t *testing.T) {
 		}
 	}
 }
+
+// flowOf reads packets a peer sent us (decrypted, on their way to the TUN).
+// Headers that claim more than the packet holds, or less than the minimum,
+// are not TCP or UDP we can merge: ok is false, never a panic or a negative
+// payload. IPv4 fragments have no transport header past the first one.
+func TestFlowOfBadHeaders(t *testing.T) {
+	good4 := tcpOut(t, "10.0.0.1:1000", "10.0.0.2:2000", 100, ack)[tun.Headroom:]
+	good6 := tcpOut(t, "[fd00::1]:1000", "[fd00::2]:2000", 100, ack)[tun.Headroom:]
+	if _, payload, _, ok := flowOf(good4); !ok || payload != 100 {
+		t.Fatalf("valid IPv4 TCP: payload %d ok %v", payload, ok)
+	}
+	if _, payload, _, ok := flowOf(good6); !ok || payload != 100 {
+		t.Fatalf("valid IPv6 TCP: payload %d ok %v", payload, ok)
+	}
+	mod := func(pkt []byte, f func(p []byte)) []byte {
+		p := slices.Clone(pkt)
+		f(p)
+		return p
+	}
+	bare4 := good4[:40] // IPv4 + TCP headers, no payload
+	for _, c := range []struct {
+		name string
+		pkt  []byte
+	}{
+		{"empty", nil},
+		{"IPv4 shorter than its fixed header", good4[:19]},
+		{"IPv6 shorter than its fixed header", good6[:39]},
+		{"IPv4 IHL below 5", mod(good4, func(p []byte) { p[0] = 0x44 })},
+		{"IPv4 IHL past the end", mod(bare4, func(p []byte) { p[0] = 0x4f })},
+		{"TCP data offset below 5", mod(good4, func(p []byte) { p[20+12] = 0x40 })},
+		{"TCP data offset past the end", mod(bare4, func(p []byte) { p[20+12] = 0xf0 })},
+		{"IPv6 TCP data offset past the end", mod(good6[:60], func(p []byte) { p[40+12] = 0xf0 })},
+		{"IPv4 later fragment", mod(good4, func(p []byte) { p[6], p[7] = 0x00, 0x10 })},
+		{"IPv4 first fragment", mod(good4, func(p []byte) { p[6] = 0x20 })},
+	} {
+		if _, payload, _, ok := flowOf(c.pkt); ok {
+			t.Errorf("%s: ok with payload %d, want not ok", c.name, payload)
+		}
+	}
+}
+
+// FuzzFlowOf: no input panics, and an accepted packet's payload fits in it.
+func FuzzFlowOf(f *testing.F) {
+	mk := func(pkt []byte, err error) []byte {
+		if err != nil {
+			f.Fatal(err)
+		}
+		return pkt
+	}
+	for _, s := range []memtun.TCPSegment{
+		{Src: netip.MustParseAddrPort("10.0.0.1:1000"), Dst: netip.MustParseAddrPort("10.0.0.2:2000"), Flags: ack, Payload: make([]byte, 100)},
+		{Src: netip.MustParseAddrPort("10.0.0.1:1000"), Dst: netip.MustParseAddrPort("10.0.0.2:2000"), Flags: ack},
+		{Src: netip.MustParseAddrPort("[fd00::1]:1000"), Dst: netip.MustParseAddrPort("[fd00::2]:2000"), Flags: ack | psh, Payload: make([]byte, 100)},
+	} {
+		f.Add(mk(memtun.BuildTCP(s)))
+	}
+	f.Add(memtun.BuildUDPv4(netip.MustParseAddrPort("10.0.0.1:53"), netip.MustParseAddrPort("10.0.0.2:5353"), make([]byte, 30)))
+	f.Add(memtun.BuildUDPv6(netip.MustParseAddrPort("[fd00::1]:53"), netip.MustParseAddrPort("[fd00::2]:5353"), nil))
+	f.Add([]byte{0x45})
+	f.Fuzz(func(t *testing.T, pkt []byte) {
+		_, payload, _, ok := flowOf(pkt)
+		if ok && (payload < 0 || payload > len(pkt)) {
+			t.Fatalf("payload %d for a %d-byte packet", payload, len(pkt))
+		}
+	})
+}

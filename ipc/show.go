@@ -35,7 +35,7 @@ func FormatShow(w io.Writer, iface string, st device.Status, opts ShowOptions) e
 	fmt.Fprintf(bw, "interface: %s\n", iface)
 	if !st.PrivateKey.IsZero() {
 		fmt.Fprintf(bw, "  public key: %s\n", publicKeyOf(st))
-		fmt.Fprintf(bw, "  private key: %s\n", maskedKey(st.PrivateKey.String(), opts.ShowKeys))
+		fmt.Fprintf(bw, "  private key: %s\n", maskedKey(st.PrivateKey.Base64(), opts.ShowKeys))
 	}
 	if st.ListenPort != 0 {
 		fmt.Fprintf(bw, "  listening port: %d\n", st.ListenPort)
@@ -68,7 +68,7 @@ func FormatShow(w io.Writer, iface string, st device.Status, opts ShowOptions) e
 func showPeer(bw *bufio.Writer, ps *device.PeerStatus, now time.Time, opts ShowOptions) {
 	fmt.Fprintf(bw, "peer: %s\n", ps.PublicKey.String())
 	if !ps.PresharedKey.IsZero() {
-		fmt.Fprintf(bw, "  preshared key: %s\n", maskedKey(ps.PresharedKey.String(), opts.ShowKeys))
+		fmt.Fprintf(bw, "  preshared key: %s\n", maskedKey(ps.PresharedKey.Base64(), opts.ShowKeys))
 	}
 	if ps.Endpoint.IsValid() {
 		fmt.Fprintf(bw, "  endpoint: %s\n", ps.Endpoint)
@@ -196,14 +196,14 @@ func FormatDump(w io.Writer, iface string, st device.Status) error {
 	}
 	priv, pub := "(none)", "(none)"
 	if !st.PrivateKey.IsZero() {
-		priv, pub = st.PrivateKey.String(), publicKeyOf(st).String()
+		priv, pub = st.PrivateKey.Base64(), publicKeyOf(st).String()
 	}
 	fmt.Fprintf(bw, "%s%s\t%s\t%d\t%s\n", prefix, priv, pub, st.ListenPort, offOr(uint64(st.FwMark), true))
 	for i := range st.Peers {
 		ps := &st.Peers[i]
 		psk := "(none)"
 		if !ps.PresharedKey.IsZero() {
-			psk = ps.PresharedKey.String()
+			psk = ps.PresharedKey.Base64()
 		}
 		ep := "(none)"
 		if ps.Endpoint.IsValid() {

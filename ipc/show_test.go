@@ -2,8 +2,10 @@ package ipc_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,7 +79,7 @@ func TestFormatShowKeysAndEdges(t *testing.T) {
 	}}
 	want := "interface: wg1\n" +
 		"  public key: " + priv.PublicKey().String() + "\n" +
-		"  private key: " + priv.String() + "\n" +
+		"  private key: " + b64(1) + "\n" +
 		"\n" +
 		"peer: " + b64(4) + "\n" +
 		"  allowed ips: (none)\n" +
@@ -104,7 +106,7 @@ func TestFormatShowKeysAndEdges(t *testing.T) {
 
 func TestFormatDump(t *testing.T) {
 	st := showStatus()
-	priv, pub := st.PrivateKey.String(), st.PublicKey.String()
+	priv, pub := b64(1), st.PublicKey.String()
 	want := priv + "\t" + pub + "\t51820\t0x20\n" +
 		b64(2) + "\t" + b64(3) + "\t192.0.2.1:51820\t10.0.0.0/8,fd00::/64\t" + itoa(st.Peers[0].LastHandshake.Unix()) + "\t1536\t4718592\t25\n" +
 		b64(4) + "\t(none)\t(none)\t(none)\t1699999937\t12\t0\t3661\n" +
@@ -124,3 +126,23 @@ func TestFormatDump(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// A device.Status printed with fmt, as a log line or an error might, holds
+// no private or preshared key in any encoding; the public ones stay.
+func TestStatusPrintsNoSecrets(t *testing.T) {
+	st := showStatus()
+	for _, verb := range []string{"%v", "%+v", "%#v"} {
+		out := fmt.Sprintf(verb, st)
+		for _, secret := range []string{b64(1), hexKey(1), b64(3), hexKey(3)} {
+			if strings.Contains(out, secret) {
+				t.Errorf("Sprintf(%q, status) holds key material %q:\n%s", verb, secret, out)
+			}
+		}
+		if !strings.Contains(out, "(private key)") || !strings.Contains(out, "(preshared key)") {
+			t.Errorf("Sprintf(%q, status) lacks the redacted placeholders:\n%s", verb, out)
+		}
+	}
+	if out := fmt.Sprintf("%v", st); !strings.Contains(out, b64(2)) {
+		t.Errorf("public keys should still print:\n%s", out)
+	}
+}

@@ -213,6 +213,7 @@ func (p *confParser) peerKey(key, value string) error {
 	case "endpoint":
 		ap, err := parseWGEndpoint(value, p.resolve)
 		if err != nil {
+			//lint:ignore ST1005 the prefix is the config key, spelled as in wg.conf, like its neighbours
 			return fmt.Errorf("Endpoint: %w", err)
 		}
 		pc.Endpoint = &ap
@@ -231,7 +232,7 @@ func (p *confParser) peerKey(key, value string) error {
 // removeSpace drops every ASCII space character, as wg(8) does before it
 // looks at a line.
 func removeSpace(s string) string {
-	if strings.IndexAny(s, " \t\n\v\f\r") < 0 {
+	if !strings.ContainsAny(s, " \t\n\v\f\r") {
 		return s
 	}
 	var b strings.Builder
@@ -336,13 +337,13 @@ func FormatConfig(st device.Status) string {
 		fmt.Fprintf(&b, "FwMark = 0x%x\n", st.FwMark)
 	}
 	if !st.PrivateKey.IsZero() {
-		fmt.Fprintf(&b, "PrivateKey = %s\n", st.PrivateKey.String())
+		fmt.Fprintf(&b, "PrivateKey = %s\n", st.PrivateKey.Base64())
 	}
 	b.WriteString("\n")
 	for i, ps := range st.Peers {
 		fmt.Fprintf(&b, "[Peer]\nPublicKey = %s\n", ps.PublicKey.String())
 		if !ps.PresharedKey.IsZero() {
-			fmt.Fprintf(&b, "PresharedKey = %s\n", ps.PresharedKey.String())
+			fmt.Fprintf(&b, "PresharedKey = %s\n", ps.PresharedKey.Base64())
 		}
 		if len(ps.AllowedIPs) > 0 {
 			b.WriteString("AllowedIPs = ")

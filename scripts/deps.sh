@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
-# Installs what the end-to-end tests need from Debian's packages, when missing
-# and when running as root. Without root it only reports what is missing.
+# Installs the Go tools CI needs (staticcheck, pinned, into the project's
+# bin/, so no root and no global GOBIN is needed), then what the end-to-end
+# tests need from Debian's packages, when missing and when running as root.
+# Without root it only reports which packages are missing.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# staticcheck only understands Go versions up to the one its release was
+# made for; v0.8.2 (release 2026.2.2) builds and runs with Go 1.26.
+staticcheck_version=v0.8.2
+if ! bin/staticcheck -version 2>/dev/null | grep -q "(${staticcheck_version#v})"; then
+  GOBIN="$PWD/bin" GOFLAGS= go install "honnef.co/go/tools/cmd/staticcheck@${staticcheck_version}"
+fi
+
 need=()
 command -v wg >/dev/null 2>&1 || need+=(wireguard-tools)
 command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)

@@ -83,9 +83,34 @@ func (k PresharedKey) IsZero() bool { return isZero(k[:]) }
 // Equal compares in constant time.
 func (k PublicKey) Equal(o PublicKey) bool { return subtle.ConstantTimeCompare(k[:], o[:]) == 1 }
 
-func (k PrivateKey) String() string   { return base64.StdEncoding.EncodeToString(k[:]) }
-func (k PublicKey) String() string    { return base64.StdEncoding.EncodeToString(k[:]) }
-func (k PresharedKey) String() string { return base64.StdEncoding.EncodeToString(k[:]) }
+func (k PublicKey) String() string { return k.Base64() }
+
+// Base64 returns the 44-character form wg(8) and config files use.
+func (k PublicKey) Base64() string { return base64.StdEncoding.EncodeToString(k[:]) }
+
+// Base64 returns the secret in the form wg(8) and config files use. It is the
+// one way to print a private key; String and fmt only ever show a placeholder.
+func (k PrivateKey) Base64() string { return base64.StdEncoding.EncodeToString(k[:]) }
+
+// Base64 returns the secret in the form wg(8) and config files use; as for
+// PrivateKey, String and fmt redact it.
+func (k PresharedKey) Base64() string { return base64.StdEncoding.EncodeToString(k[:]) }
+
+// Secrets are redacted under every fmt verb (%v, %+v, %#v, %s, %x, %d, ...),
+// so a status struct or a config logged with %v never carries key material.
+// Format takes precedence over String and GoString in fmt; String and
+// GoString are there for callers that use them directly.
+const (
+	privateKeyRedacted   = "(private key)"
+	presharedKeyRedacted = "(preshared key)"
+)
+
+func (k PrivateKey) String() string                  { return privateKeyRedacted }
+func (k PrivateKey) GoString() string                { return privateKeyRedacted }
+func (k PrivateKey) Format(f fmt.State, verb rune)   { io.WriteString(f, privateKeyRedacted) }
+func (k PresharedKey) String() string                { return presharedKeyRedacted }
+func (k PresharedKey) GoString() string              { return presharedKeyRedacted }
+func (k PresharedKey) Format(f fmt.State, verb rune) { io.WriteString(f, presharedKeyRedacted) }
 
 // Hex returns the lowercase hex form used by the UAPI protocol.
 func (k PrivateKey) Hex() string   { return hex.EncodeToString(k[:]) }

@@ -257,14 +257,6 @@ func wgMarshal(t *testing.T, msg any) []byte {
 	return buf.Bytes()
 }
 
-// wgUnmarshal decodes wire bytes into a wireguard-go message struct.
-func wgUnmarshal(t *testing.T, b []byte, msg any) {
-	t.Helper()
-	if err := binary.Read(bytes.NewReader(b), binary.LittleEndian, msg); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // testKey derives a deterministic private key from seed.
 func testKey(t testing.TB, seed uint64) PrivateKey {
 	t.Helper()

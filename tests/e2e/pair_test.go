@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // ifaceDump is `wg show IFACE dump`: the interface line, then one per peer.
@@ -139,13 +138,4 @@ func newPair(t testing.TB, o pairOpts) *pair {
 	a.up(o.tunMTU)
 	b.up(o.tunMTU)
 	return &pair{a: a, b: b, link: v}
-}
-
-// waitHandshake waits until n has completed a handshake with p after the
-// Unix second since (0: any handshake).
-func waitHandshake(t testing.TB, n, p *node, since int64) {
-	t.Helper()
-	eventually(t, 20*time.Second, fmt.Sprintf("%s: handshake with %s", n.iface, p.iface), func() bool {
-		return n.peer(p).handshake > since
-	})
 }
