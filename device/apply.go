@@ -41,7 +41,7 @@ func validate(cfg *Config) error {
 
 // Apply validates cfg as a whole and then applies all of it, or returns an
 // error and changes nothing.
-func (d *Device) Apply(cfg *Config) error {
+func (d *Device) Apply(cfg *Config) (err error) {
 	if err := validate(cfg); err != nil {
 		return err
 	}
@@ -50,17 +50,26 @@ func (d *Device) Apply(cfg *Config) error {
 	if d.stopping() {
 		return ErrClosed
 	}
-	// The only step that can fail for reasons outside the request is binding
-	// the port, so it goes first.
+	// The steps that can fail for reasons outside the request (the fwmark,
+	// binding the port) go first, and a failure undoes what went before.
+	if cfg.FwMark != nil && *cfg.FwMark != d.fwmark {
+		if err := d.bind.SetMark(*cfg.FwMark); err != nil {
+			// Without its mark, the tunnel's own traffic can loop back
+			// into the tunnel: the request fails, as in wireguard-go.
+			return fmt.Errorf("device: setting fwmark %d: %w", *cfg.FwMark, err)
+		}
+		old := d.fwmark
+		d.fwmark = *cfg.FwMark
+		defer func() {
+			if err != nil {
+				d.fwmark = old
+				d.bind.SetMark(old)
+			}
+		}()
+	}
 	if cfg.ListenPort != nil && *cfg.ListenPort != d.listenPort {
 		if err := d.rebindLocked(*cfg.ListenPort); err != nil {
 			return err
-		}
-	}
-	if cfg.FwMark != nil && *cfg.FwMark != d.fwmark {
-		d.fwmark = *cfg.FwMark
-		if err := d.bind.SetMark(d.fwmark); err != nil {
-			d.opts.Logf("device: setting fwmark %d: %v", d.fwmark, err)
 		}
 	}
 	if cfg.PrivateKey != nil {
@@ -76,13 +85,20 @@ func (d *Device) Apply(cfg *Config) error {
 	return nil
 }
 
+// ErrNoSocket is wrapped when a failed rebind could not reopen the old
+// port either: the device is left without a UDP socket until a later
+// request sets a port that can be bound.
+var ErrNoSocket = errors.New("device: no UDP socket")
+
 func (d *Device) rebindLocked(port uint16) error {
 	old := d.listenPort
 	d.bind.Close()
 	d.bindWG.Wait()
 	if err := d.openBindLocked(port); err != nil {
 		if rerr := d.openBindLocked(old); rerr != nil {
-			d.opts.Logf("device: could not reopen port %d either: %v", old, rerr)
+			d.listenPort = 0
+			return fmt.Errorf("%w: port %d: %w; reopening port %d failed too, so the device has %w: %w",
+				ErrPortInUse, port, err, old, ErrNoSocket, rerr)
 		}
 		return fmt.Errorf("%w: %w", ErrPortInUse, err)
 	}
@@ -226,12 +242,18 @@ func (d *Device) Status() Status {
 	sort.Slice(peers, func(i, j int) bool {
 		return string(peers[i].pub[:]) < string(peers[j].pub[:])
 	})
-	st.Peers = make([]PeerStatus, 0, len(peers))
+	// The allowed IPs first, under aipMu alone: holding it across 10,000
+	// peer locks would stall the data path behind a waiting writer.
+	aips := make([][]netip.Prefix, len(peers))
 	d.aipMu.RLock()
-	for _, p := range peers {
-		st.Peers = append(st.Peers, p.status(d.aip.Prefixes(p)))
+	for i, p := range peers {
+		aips[i] = d.aip.Prefixes(p)
 	}
 	d.aipMu.RUnlock()
+	st.Peers = make([]PeerStatus, 0, len(peers))
+	for i, p := range peers {
+		st.Peers = append(st.Peers, p.status(aips[i]))
+	}
 	st.Counters = d.counterSnapshot()
 	return st
 }

@@ -230,7 +230,8 @@ func (d *Device) openBindLocked(port uint16) error {
 	}
 	if d.fwmark != 0 {
 		if err := d.bind.SetMark(d.fwmark); err != nil {
-			d.opts.Logf("device: setting fwmark: %v", err)
+			d.bind.Close()
+			return fmt.Errorf("device: setting fwmark %d on port %d: %w", d.fwmark, actual, err)
 		}
 	}
 	d.listenPort = actual

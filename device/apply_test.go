@@ -1,0 +1,120 @@
+package device
+
+import (
+	"errors"
+	"net/netip"
+	"sync"
+	"testing"
+
+	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/conn/membind"
+	"github.com/fips-go/fips-go/tun/memtun"
+)
+
+// failingBind is a membind whose SetMark and Open fail on demand.
+type failingBind struct {
+	*membind.Bind
+	mu        sync.Mutex
+	markErr   error
+	openFails map[uint16]bool // ports that cannot be bound
+}
+
+func (b *failingBind) SetMark(m uint32) error {
+	b.mu.Lock()
+	err := b.markErr
+	b.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return b.Bind.SetMark(m)
+}
+
+func (b *failingBind) Open(port uint16) ([]conn.ReceiveFunc, uint16, error) {
+	b.mu.Lock()
+	fail := b.openFails[port]
+	b.mu.Unlock()
+	if fail {
+		return nil, 0, errors.New("address in use")
+	}
+	return b.Bind.Open(port)
+}
+
+func (b *failingBind) failOpen(ports ...uint16) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.openFails = make(map[uint16]bool)
+	for _, p := range ports {
+		b.openFails[p] = true
+	}
+}
+
+func newFailingDevice(t *testing.T) (*Device, *failingBind) {
+	t.Helper()
+	netw := membind.NewNetwork(membind.NetOptions{})
+	b := &failingBind{Bind: netw.NewBind(netip.MustParseAddr("192.0.2.1"))}
+	d, err := New(memtun.New("f", 1420, 16), b, Options{ListenPort: 4000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d, b
+}
+
+// A fwmark the socket refuses fails the request and changes nothing, as in
+// wireguard-go (issue 8: it was logged and Apply reported success, leaving
+// the tunnel's own traffic free to loop into the tunnel).
+func TestFailedFwmarkFailsTheRequest(t *testing.T) {
+	d, b := newFailingDevice(t)
+	b.markErr = errors.New("operation not permitted")
+	mark, port := uint32(51820), uint16(4001)
+	err := d.Apply(&Config{FwMark: &mark, ListenPort: &port})
+	if err == nil {
+		t.Fatal("Apply with a refused fwmark succeeded")
+	}
+	st := d.Status()
+	if st.FwMark != 0 || st.ListenPort != 4000 {
+		t.Fatalf("after the failed request: fwmark %d, port %d; want 0 and 4000 unchanged", st.FwMark, st.ListenPort)
+	}
+}
+
+// A listen port that cannot be bound fails the request and leaves the old
+// port (and fwmark) in place.
+func TestFailedRebindRestoresTheOldPort(t *testing.T) {
+	d, b := newFailingDevice(t)
+	b.failOpen(4001)
+	mark, port := uint32(7), uint16(4001)
+	err := d.Apply(&Config{FwMark: &mark, ListenPort: &port})
+	if !errors.Is(err, ErrPortInUse) || errors.Is(err, ErrNoSocket) {
+		t.Fatalf("Apply: %v; want ErrPortInUse, not ErrNoSocket", err)
+	}
+	if st := d.Status(); st.ListenPort != 4000 || st.FwMark != 0 {
+		t.Fatalf("port %d, fwmark %d after the failed rebind; want 4000 and 0", st.ListenPort, st.FwMark)
+	}
+	if b.Mark() != 0 {
+		t.Fatalf("the bind keeps fwmark %d from the failed request", b.Mark())
+	}
+}
+
+// When neither the new nor the old port can be bound, the error says the
+// device is left without a socket, and the status shows no port, instead of
+// reporting the old port as if nothing had changed.
+func TestRebindThatLosesTheSocketSaysSo(t *testing.T) {
+	d, b := newFailingDevice(t)
+	b.failOpen(4001, 4000)
+	port := uint16(4001)
+	err := d.Apply(&Config{ListenPort: &port})
+	if !errors.Is(err, ErrNoSocket) {
+		t.Fatalf("Apply: %v; want an error wrapping ErrNoSocket", err)
+	}
+	if st := d.Status(); st.ListenPort != 0 {
+		t.Fatalf("status shows port %d with no socket open", st.ListenPort)
+	}
+	// A later request that can bind recovers.
+	b.failOpen()
+	if err := d.Apply(&Config{ListenPort: &port}); err != nil {
+		t.Fatal(err)
+	}
+	if st := d.Status(); st.ListenPort != 4001 {
+		t.Fatalf("port %d after recovering, want 4001", st.ListenPort)
+	}
+}
