@@ -115,9 +115,19 @@ func (o *Options) setDefaults() {
 
 // Device is one WireGuard interface.
 //
-// Lock order: cfgMu -> peersMu -> {aipMu, Peer.mu} -> wheel.mu; aipMu and
-// Peer.mu are never held together, nor is Peer.epMu with anything. The data
-// path takes only peersMu/aipMu for reading and one Peer.mu per batch.
+// Lock order, outermost first; a lock may be taken while holding any lock
+// to its left, never one to its right:
+//
+//	cfgMu -> peersMu -> Peer.txMu -> sequencer.flushMu -> aipMu -> Peer.mu
+//	      -> {index table, sequencer.mu, wheel.mu}
+//
+// Peer.epMu is a leaf: it is taken under cfgMu and peersMu (rebind), under
+// flushMu (flushSend, deliver) and alone, with nothing taken inside it.
+// flushMu is held across Bind.Send and TUN writes, which makes it the
+// outermost lock of the data path proper. A producer waiting for room in a
+// sequencer (sequencer.reserve) holds at most Peer.txMu, which no flush
+// needs. Status takes peersMu, then aipMu, then each peer's locks, one at a
+// time, never nested. mtuMu guards only the pool swap and nests nothing.
 type Device struct {
 	opts    Options
 	tun     tun.Device

@@ -41,6 +41,22 @@ func (b *batch) reset() {
 	b.done.Store(false)
 }
 
+// Ownership. A batch has exactly one owner at a time, and only the owner
+// touches its buffers:
+//   - a reader (TUN reader, UDP receiver) gets it from a pool and fills it;
+//   - routing hands it whole to one peer (or moves packets into batches of
+//     the same pool by swapping buffers; see moveInto);
+//   - sendBatch / queueInbound push it into the peer's sequencer and hand
+//     it to a crypto worker (or do the crypto inline), which owns it until
+//     it marks it done;
+//   - the goroutine that flushes the sequencer owns it from popDone until
+//     it has been sent or written, and then releases it to its pool.
+//
+// Buffers never cross pools: every buffer of a pool has the pool's size,
+// and a retired pool (the MTU outgrew it) must be able to let all of its
+// batches go to the garbage collector. A buffer swapped into another pool
+// would be too small there, or would outlive its pool's retirement.
+
 // batchPool is a fixed number of batches. get blocks when all are in use, so
 // a producer that outruns the crypto workers or the network waits instead of
 // allocating: this is the device's memory ceiling.
