@@ -124,6 +124,7 @@ func (b auditBind) Send(bufs [][]byte, ep conn.Endpoint) error {
 // auditedPair is memPair with both devices' sends audited.
 func auditedPair(t testing.TB) (a, b *node, aa, ab *wireAuditor) {
 	t.Helper()
+	checkGoroutines(t)
 	netw := membind.NewNetwork(membind.NetOptions{QueueLen: 8192})
 	hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	aa, ab = newWireAuditor(), newWireAuditor()
