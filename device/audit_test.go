@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -194,6 +196,10 @@ func TestWireAuditUnderKeyChurn(t *testing.T) {
 	iterations := 30
 	if testing.Short() {
 		iterations = 8
+	}
+	// A long soak by hand: FIPS_AUDIT_ITERATIONS=1000 go test -run WireAudit.
+	if n, err := strconv.Atoi(os.Getenv("FIPS_AUDIT_ITERATIONS")); err == nil && n > 0 {
+		iterations = n
 	}
 	type churn struct {
 		name string
