@@ -100,6 +100,11 @@ func (d *kernelDevice) checkSubscribed(s *nsSocket) error {
 // moving its socket along when the interface moves, until Close. If the
 // interface ends up where we cannot follow, wireguard-go's events take
 // over.
+//
+// The price: a socket holds a reference to its namespace, so while the
+// interface lives in a namespace other than ours, `ip netns del` of that
+// namespace no longer destroys it (and with it the interface, which would
+// stop the daemon); the namespace goes when the daemon does.
 func (d *kernelDevice) follow(s *nsSocket) {
 	wasUp := false
 	for {
