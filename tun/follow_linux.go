@@ -57,7 +57,7 @@ func (d *kernelDevice) subscribeOnce() (*nsSocket, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := routeSocket(nsfd, id, d.own)
+	f, err := routeSocket(nsfd, id, d.own, unix.RTMGRP_LINK)
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func (d *kernelDevice) mtuWhereItLives() (int, error) {
 		return int(ifr.Uint32()), nil
 	}
 	d.mu.Unlock()
-	f, err := routeSocket(nsfd, id, d.own)
+	f, err := routeSocket(nsfd, id, d.own, 0)
 	if err != nil {
 		return 0, err
 	}

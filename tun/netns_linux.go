@@ -88,29 +88,44 @@ func devName(f *os.File) (string, error) {
 	return name, nil
 }
 
-// inNetns runs fn on an OS thread that has joined the namespace nsfd. The
-// thread is thrown away afterwards: the goroutine exits still locked, so
-// the runtime ends the thread instead of handing a goroutine a thread in
-// the wrong namespace, and no failed switch back can leak one.
+// inNetns runs fn on an OS thread that has joined the namespace nsfd, then
+// returns the thread to the namespace it came from and to the scheduler.
+// Discarding the thread instead (exiting still locked) is not enough: the
+// runtime cannot end the main thread, so a goroutine that happened to run
+// there would wedge it in the namespace for good, and a thread in a
+// namespace keeps it alive past `ip netns del`. Only if the switch back
+// fails is the thread left locked, and so ended.
 func inNetns(nsfd int, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		back, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("tun: open own netns: %w", err)
+			return
+		}
+		defer unix.Close(back)
 		if err := unix.Setns(nsfd, unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("tun: setns: %w", err)
 			return
 		}
-		errc <- fn()
+		err = fn()
+		if unix.Setns(back, unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }
 
 // routeSocket opens a non-blocking rtnetlink socket in the namespace nsfd
-// (ours when id is own), subscribed to link events. The same socket also
-// answers interface ioctls (SIOCGIFMTU and friends) for that namespace:
-// netlink sockets pass unknown ioctls on to the device layer of their
-// namespace.
-func routeSocket(nsfd int, id, own nsID) (*os.File, error) {
+// (ours when id is own), subscribed to the multicast groups (none for a
+// socket that only asks questions). The same socket also answers interface
+// ioctls (SIOCGIFMTU and friends) for that namespace: netlink sockets pass
+// unknown ioctls on to the device layer of their namespace.
+func routeSocket(nsfd int, id, own nsID, groups uint32) (*os.File, error) {
 	var fd int
 	open := func() error {
 		var err error
@@ -118,7 +133,10 @@ func routeSocket(nsfd int, id, own nsID) (*os.File, error) {
 		if err != nil {
 			return fmt.Errorf("tun: netlink socket: %w", err)
 		}
-		if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: unix.RTMGRP_LINK}); err != nil {
+		if groups == 0 {
+			return nil
+		}
+		if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: groups}); err != nil {
 			unix.Close(fd)
 			return fmt.Errorf("tun: netlink bind: %w", err)
 		}
