@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// nsSocket is an rtnetlink socket in the namespace the interface lived in
-// when it was opened, with the interface's index there.
+// nsSocket is an rtnetlink socket subscribed to link events in our
+// namespace, with the interface's index here.
 type nsSocket struct {
 	id    nsID
 	f     *os.File
@@ -24,6 +24,13 @@ type nsSocket struct {
 // up in the new one, and TUNGETDEVNETNS may name either meanwhile.
 var errMoving = errors.New("tun: interface is moving between namespaces")
 
+// errAway says the interface lives in a namespace other than ours, where
+// subscribe will not open a socket: it would keep that namespace alive.
+var errAway = errors.New("tun: interface lives in another namespace")
+
+// errClosing says the device was closed while following.
+var errClosing = errors.New("tun: device closing")
+
 // subscribeTries bounds how long subscribe waits for a move to settle; a
 // move takes microseconds, so a second of retries only runs out when
 // something else is wrong.
@@ -32,7 +39,8 @@ const (
 	subscribeWait  = 10 * time.Millisecond
 )
 
-// subscribe opens a link-event socket in the interface's current namespace.
+// subscribe opens a link-event socket in our namespace, where the
+// interface must live (errAway otherwise).
 func (d *kernelDevice) subscribe() (*nsSocket, error) {
 	for try := 1; ; try++ {
 		s, err := d.subscribeOnce()
@@ -56,6 +64,9 @@ func (d *kernelDevice) subscribeOnce() (*nsSocket, error) {
 	id, err := nsIDOf(nsfd)
 	if err != nil {
 		return nil, err
+	}
+	if id != d.own {
+		return nil, errAway
 	}
 	f, err := routeSocket(nsfd, id, d.own, unix.RTMGRP_LINK)
 	if err != nil {
@@ -96,40 +107,64 @@ func (d *kernelDevice) checkSubscribed(s *nsSocket) error {
 	return nil
 }
 
-// follow reports the interface's link events from its current namespace,
-// moving its socket along when the interface moves, until Close. If the
-// interface ends up where we cannot follow, wireguard-go's events take
-// over.
-//
-// The price: a socket holds a reference to its namespace, so while the
-// interface lives in a namespace other than ours, `ip netns del` of that
-// namespace no longer destroys it (and with it the interface, which would
-// stop the daemon); the namespace goes when the daemon does.
+// follow reports the interface's link events wherever it lives, until
+// Close or until it is gone. In our namespace it listens on s for instant
+// events; in any other it polls (whileAway), because a socket or
+// namespace descriptor held there would keep the namespace alive: `ip
+// netns del` would then no longer destroy the interface, and the daemon,
+// which must stop when its TUN goes, would run on. s is nil when the
+// interface already lives elsewhere.
 func (d *kernelDevice) follow(s *nsSocket) {
-	wasUp := false
+	var t linkTracker
 	for {
-		// Whatever happened while we were not listening (the move itself,
-		// or an MTU set before the socket existed) is reported now.
-		d.reportState(s, &wasUp)
-		moved := d.listen(s, &wasUp)
-		if d.closing() {
-			return
-		}
-		var next *nsSocket
 		var err error
-		if moved {
-			next, err = d.subscribe()
+		if s != nil {
+			s, err = d.whileHome(s, &t)
+		} else {
+			s, err = d.whileAway(&t)
 		}
-		if !moved || err != nil {
-			d.following.Store(false)
-			d.send(EventMTUUpdate)
+		if err != nil {
+			d.stopFollowing(err)
 			return
 		}
-		if !d.swap(next) {
-			return
-		}
-		s = next
 	}
+}
+
+// whileHome reports events heard on s until the interface leaves our
+// namespace, then returns a new socket if it is already back, or nil to
+// poll it where it went.
+func (d *kernelDevice) whileHome(s *nsSocket, t *linkTracker) (*nsSocket, error) {
+	// Whatever happened while we were not listening (coming home, or an
+	// MTU set before the socket existed) is reported now.
+	d.reportState(s, t)
+	if !d.listen(s, t) {
+		if d.closing() {
+			return nil, errClosing
+		}
+		return nil, errors.New("tun: link-event socket failed")
+	}
+	next, err := d.subscribe()
+	if errors.Is(err, errAway) {
+		return nil, d.setCur(nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return next, d.setCur(next)
+}
+
+// stopFollowing ends following for good. When the device closed or the
+// interface is gone (its namespace was deleted, or `ip link del`) there is
+// nothing left to report: the TUN's Read fails, the daemon stops and Close
+// closes Events. Otherwise (setns refused, say) wireguard-go's events take
+// over.
+func (d *kernelDevice) stopFollowing(err error) {
+	d.setCur(nil)
+	if errors.Is(err, errClosing) || errors.Is(err, unix.EBADFD) {
+		return
+	}
+	d.following.Store(false)
+	d.send(EventMTUUpdate)
 }
 
 func (d *kernelDevice) closing() bool {
@@ -141,50 +176,47 @@ func (d *kernelDevice) closing() bool {
 	}
 }
 
-// swap makes next the current socket and closes the old one; false when
-// the device closed meanwhile.
-func (d *kernelDevice) swap(next *nsSocket) bool {
+// setCur makes next (nil for none) the current socket and closes the old
+// one; errClosing, and next closed, when the device closed meanwhile.
+func (d *kernelDevice) setCur(next *nsSocket) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closing() {
-		next.f.Close()
-		return false
+		if next != nil {
+			next.f.Close()
+		}
+		return errClosing
 	}
 	if d.cur != nil {
 		d.cur.f.Close()
 	}
 	d.cur = next
-	return true
+	return nil
 }
 
 // reportState sends EventUp or EventDown for the interface's state as s
 // sees it, then EventMTUUpdate.
-func (d *kernelDevice) reportState(s *nsSocket, wasUp *bool) {
+func (d *kernelDevice) reportState(s *nsSocket, t *linkTracker) {
 	name, err := devName(d.file)
 	if err == nil {
 		var ifr *unix.Ifreq
 		if ifr, err = ifreqGet(s.f, name, unix.SIOCGIFFLAGS); err == nil {
-			d.upDown(uint32(ifr.Uint16()), wasUp)
+			d.sendAll(t.runningNow(uint32(ifr.Uint16())&unix.IFF_RUNNING != 0, nil))
 		}
 	}
 	d.send(EventMTUUpdate)
 }
 
-// upDown reports the running state as wireguard-go does: EventUp whenever
-// the interface is running, EventDown only after it has been up once.
-func (d *kernelDevice) upDown(flags uint32, wasUp *bool) {
-	if flags&unix.IFF_RUNNING != 0 {
-		d.send(EventUp)
-		*wasUp = true
-	} else if *wasUp {
-		d.send(EventDown)
+func (d *kernelDevice) sendAll(evs []Event) {
+	for _, e := range evs {
+		d.send(e)
 	}
 }
 
 // listen reads link messages from s until the interface leaves s's
 // namespace (moved reports true: it was moved or deleted) or the socket
 // fails or is closed (false).
-func (d *kernelDevice) listen(s *nsSocket, wasUp *bool) (moved bool) {
+func (d *kernelDevice) listen(s *nsSocket, t *linkTracker) (moved bool) {
 	rc, err := s.f.SyscallConn()
 	if err != nil {
 		return false
@@ -205,7 +237,7 @@ func (d *kernelDevice) listen(s *nsSocket, wasUp *bool) (moved bool) {
 		if err != nil || rerr != nil {
 			return false
 		}
-		if d.handleLink(s, buf[:n], wasUp) {
+		if d.handleLink(s, buf[:n], t) {
 			return true
 		}
 	}
@@ -213,7 +245,7 @@ func (d *kernelDevice) listen(s *nsSocket, wasUp *bool) (moved bool) {
 
 // handleLink acts on one read's worth of rtnetlink messages; true when our
 // interface left the namespace.
-func (d *kernelDevice) handleLink(s *nsSocket, b []byte, wasUp *bool) (gone bool) {
+func (d *kernelDevice) handleLink(s *nsSocket, b []byte, t *linkTracker) (gone bool) {
 	msgs, err := syscall.ParseNetlinkMessage(b)
 	if err != nil {
 		return false
@@ -229,7 +261,8 @@ func (d *kernelDevice) handleLink(s *nsSocket, b []byte, wasUp *bool) (gone bool
 		}
 		switch m.Header.Type {
 		case unix.RTM_NEWLINK:
-			d.upDown(binary.NativeEndian.Uint32(m.Data[8:12]), wasUp)
+			flags := binary.NativeEndian.Uint32(m.Data[8:12])
+			d.sendAll(t.runningNow(flags&unix.IFF_RUNNING != 0, nil))
 			d.send(EventMTUUpdate)
 		case unix.RTM_DELLINK:
 			return true

@@ -1,6 +1,7 @@
 package tun
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -50,7 +51,7 @@ type kernelDevice struct {
 	closeOnce sync.Once
 
 	mu  sync.Mutex // guards cur
-	cur *nsSocket  // the listener's socket, in the interface's namespace; nil once closed
+	cur *nsSocket  // the listener's socket while the interface is in our namespace; else nil
 }
 
 func newKernelDevice(inner wgtun.Device) *kernelDevice {
@@ -67,8 +68,12 @@ func newKernelDevice(inner wgtun.Device) *kernelDevice {
 		// Subscribe before returning, so that no change made right after
 		// Create (a script moving the interface) goes unheard.
 		s, err = d.subscribe()
+		if errors.Is(err, errAway) {
+			err = nil // handed a TUN whose interface lives elsewhere: poll it
+		}
 	}
-	if err == nil {
+	follows := err == nil
+	if follows {
 		d.cur = s
 		d.following.Store(true)
 	}
@@ -80,7 +85,7 @@ func newKernelDevice(inner wgtun.Device) *kernelDevice {
 	}()
 	go func() {
 		defer wg.Done()
-		if s != nil {
+		if follows {
 			d.follow(s)
 		}
 	}()

@@ -29,8 +29,9 @@ func (d *kernelDevice) mtuWhereItLives() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	// The listener's socket usually is in the right namespace already;
-	// only while it catches up with a move is a throwaway one needed.
+	// While the interface is in our namespace the listener's socket is
+	// there already; elsewhere a throwaway one is needed, since keeping a
+	// socket there would keep the namespace alive.
 	d.mu.Lock()
 	if d.cur != nil && d.cur.id == id {
 		ifr, err := ifreqGet(d.cur.f, name, unix.SIOCGIFMTU)

@@ -56,6 +56,66 @@ func TestMTUFollowsNetns(t *testing.T) {
 	}
 }
 
+// TestNetnsDeleteEndsTUN moves the interface into a namespace and deletes
+// that namespace, as `ip netns del` after `ip link set IFACE netns NS`
+// does: the namespace must really go, taking the interface with it, so a
+// blocked Read fails (the daemon stops on that), and following must not
+// keep it alive or spin on the dead TUN meanwhile.
+func TestNetnsDeleteEndsTUN(t *testing.T) {
+	requireRoot(t)
+	name := fmt.Sprintf("fipsd%d", os.Getpid()%100000)
+	dev, err := tun.Create(name, 1420)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	events := dev.Events()
+	ns := fmt.Sprintf("%sns", name)
+	run(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	run(t, "ip", "link", "set", name, "netns", ns)
+	setMTU(t, dev, events, ns, name, 9000)
+
+	readErr := make(chan error, 1)
+	go func() {
+		bufs := [][]byte{make([]byte, tun.Headroom+65535)}
+		for {
+			if _, err := dev.Read(bufs, []int{0}, tun.Headroom); err != nil {
+				readErr <- err
+				return
+			}
+		}
+	}()
+	run(t, "ip", "netns", "del", ns)
+	select {
+	case err := <-readErr:
+		t.Logf("Read after the namespace was deleted: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Read still blocked 10s after the interface's namespace was deleted")
+	}
+	// However long we wait, a gone interface has nothing more to report.
+	n := 0
+	for timeout := time.After(3 * time.Second); ; {
+		select {
+		case _, ok := <-events:
+			if !ok {
+				t.Fatal("Events closed before Close")
+			}
+			if n++; n > 4 {
+				t.Fatalf("%d events after the interface was gone", n)
+			}
+			continue
+		case <-timeout:
+		}
+		break
+	}
+	if err := dev.Close(); err != nil {
+		t.Logf("Close: %v", err)
+	}
+	for range events {
+	}
+}
+
 // newNetns creates a network namespace named name that the test deletes.
 func newNetns(t *testing.T, name string) string {
 	t.Helper()
