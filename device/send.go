@@ -82,8 +82,13 @@ func (d *Device) current(b *batch) *batch {
 	return d.getBatch()
 }
 
+// tunGone tells read errors that mean the TUN will never read again. Once
+// its netdev is unregistered (ip link del, or ip netns del of the
+// namespace it lives in) a Linux TUN fd answers EBADFD, which
+// wireguard-go's Read reports as os.ErrClosed; a TUN that passes it
+// through must stop the device just the same.
 func tunGone(err error) bool {
-	return errors.Is(err, os.ErrClosed) ||
+	return errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EBADFD) ||
 		errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.EIO)
 }
 
