@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
+	"os"
+	"os/exec"
 	"strconv"
 	"testing"
 	"time"
@@ -43,6 +47,38 @@ func TestNetnsMove(t *testing.T) {
 		})
 	}
 	t.Run("live", func(t *testing.T) { p.liveMTUChanges(t) })
+	t.Run("netns deleted", func(t *testing.T) { daemonEndsWithNetns(t, p.root) })
+}
+
+// daemonEndsWithNetns starts one more daemon in root, moves its interface
+// into a namespace of its own, brings it up there and deletes that
+// namespace. The interface goes with the namespace, so the daemon must
+// exit and remove its UAPI socket, as wireguard-go does: nothing of
+// fips-go's (a socket, a thread) may keep the namespace alive.
+func daemonEndsWithNetns(t *testing.T, root *netns) {
+	n := startNode(t, root, fipsGo(t), uniqueName("fmvD"))
+	away := uniqueName("fe2e")
+	if out, err := exec.Command("ip", "netns", "add", away).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v\n%s", away, err, out)
+	}
+	// Deleted by the test itself when all goes well.
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", away).Run() })
+	root.run("ip", "link", "set", "dev", n.iface, "netns", away)
+	if out, err := exec.Command("ip", "-n", away, "link", "set", "dev", n.iface, "mtu", "9000", "up").CombinedOutput(); err != nil {
+		t.Fatalf("ip -n %s link set %s up: %v\n%s", away, n.iface, err, out)
+	}
+	// Give the daemon time to look at the interface in its new namespace
+	// a few times: looking is what must leave nothing behind.
+	time.Sleep(3 * time.Second)
+	if out, err := exec.Command("ip", "netns", "del", away).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns del %s: %v\n%s", away, err, out)
+	}
+	eventually(t, 5*time.Second, fmt.Sprintf("daemon %d exiting once the namespace of %s was deleted", n.pid, n.iface),
+		func() bool { return !processAlive(n.pid) })
+	eventually(t, 2*time.Second, "UAPI socket "+n.socketPath()+" removed", func() bool {
+		_, err := os.Stat(n.socketPath())
+		return errors.Is(err, fs.ErrNotExist)
+	})
 }
 
 // liveMTUChanges runs two paced transfers while the MTU changes under them:
