@@ -132,8 +132,11 @@ func (d *Device) current(b *batch) *batch {
 }
 
 // tunGone reports whether a read error means the TUN itself is gone, the
-// only read error that stops the device.
+// only read error that stops the device. Once its netdev is unregistered
+// (ip link del, or deleting the network namespace it lives in) a Linux TUN
+// fd answers EBADFD, which wireguard-go's Read reports as os.ErrClosed; a
+// TUN that passes it through must stop the device just the same.
 func tunGone(err error) bool {
-	return errors.Is(err, os.ErrClosed) ||
+	return errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EBADFD) ||
 		errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.EIO)
 }
