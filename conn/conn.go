@@ -36,9 +36,11 @@ func (e Endpoint) String() string { return e.Dst.String() }
 // of datagram i in bufs[i] and eps[i] where it came from. It blocks until at
 // least one datagram is available and returns net.ErrClosed (wrapped) once
 // the bind is closed. A datagram larger than its buffer is dropped and
-// counted, not truncated; when every datagram one read found was dropped so,
-// it returns 0 and ErrOversize rather than waiting for more, so that a
-// caller whose buffers fell behind an MTU raise gets to swap them.
+// counted, not truncated; when every datagram one read found was too big, it
+// returns 0 and ErrOversize rather than waiting for more, so that a caller
+// whose buffers fell behind an MTU raise gets to swap them. A bind that
+// holds datagrams between calls (UDP GRO) keeps such a datagram for the
+// next call, and drops it only if that call's buffers are no larger.
 type ReceiveFunc func(bufs [][]byte, sizes []int, eps []Endpoint) (n int, err error)
 
 // Bind is a set of UDP sockets for one listen port.
@@ -89,7 +91,7 @@ type StatsBind interface {
 }
 
 // ErrOversize is returned by a ReceiveFunc whose read found only datagrams
-// larger than the buffers given (each dropped and counted).
+// larger than the buffers given.
 var ErrOversize = fmt.Errorf("conn: every datagram was larger than its buffer: %w", io.ErrShortBuffer)
 
 // ErrBindClosed is returned by Send on a closed bind.

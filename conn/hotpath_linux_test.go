@@ -57,7 +57,8 @@ func TestSteadyStateAllocs(t *testing.T) {
 // FuzzGROSplit drives the split of a coalesced message: any message length,
 // segment size and receive buffer sizes. The datagrams handed out must be
 // the message cut every seg bytes, in order, with the message's endpoint,
-// those that do not fit dropped and counted, and nothing else.
+// those that do not fit even the first buffer dropped and counted, and
+// nothing else.
 func FuzzGROSplit(f *testing.F) {
 	f.Add(uint16(3000), uint16(1000), []byte{200})
 	f.Add(uint16(0), uint16(0), []byte{1})
@@ -102,17 +103,25 @@ func FuzzGROSplit(f *testing.F) {
 				delivered = append(delivered, append([]byte{}, bufs[i][:sizes[i]]...))
 			}
 		}
-		// Replay which datagrams had a buffer large enough.
+		// Replay which datagrams had a buffer large enough: a datagram that
+		// does not fit ends the call and is tried again at bufs[0] in the
+		// next; one that does not fit bufs[0] is handed back once and then,
+		// offered the same buffers again, dropped.
 		var fit [][]byte
 		drops := uint64(0)
-		for i, j := 0, 0; i < len(expect); i++ {
-			if len(expect[i]) > len(bufs[j]) {
-				drops++
-				continue
-			}
-			fit = append(fit, expect[i])
-			if j++; j == len(bufs) {
+		for i, j := 0, 0; i < len(expect); {
+			switch {
+			case len(expect[i]) <= len(bufs[j]):
+				fit = append(fit, expect[i])
+				i++
+				if j++; j == len(bufs) {
+					j = 0
+				}
+			case j > 0:
 				j = 0
+			default:
+				drops++
+				i++
 			}
 		}
 		if len(delivered) != len(fit) || r.stats.rxOversize.Load() != drops {
@@ -124,4 +133,36 @@ func FuzzGROSplit(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A held datagram too big for the caller's buffers is handed back unread
+// once, so a caller whose buffers predate an MTU raise can come back with
+// larger ones and get it; offered the same small buffers again, it is
+// dropped and counted (issue 8: the first datagram at a raised MTU was lost
+// at every hop).
+func TestDrainHandsBackOversizeOnce(t *testing.T) {
+	data := bytes.Repeat([]byte{7}, 2000)
+	hold := func() *receiver {
+		r := &receiver{stats: &counters{}, held: make([]heldMsg, 1)}
+		r.held[0] = heldMsg{data: data, seg: len(data), left: 1}
+		r.nheld = 1
+		return r
+	}
+	small := [][]byte{make([]byte, 1536)}
+	big := [][]byte{make([]byte, 4096)}
+	sizes, eps := make([]int, 1), make([]Endpoint, 1)
+
+	r := hold()
+	if n, refused := r.drain(small, sizes, eps); n != 0 || !refused {
+		t.Fatalf("first offer of small buffers: %d delivered, refused %v; want 0, true", n, refused)
+	}
+	if n, _ := r.drain(big, sizes, eps); n != 1 || sizes[0] != len(data) || r.stats.rxOversize.Load() != 0 {
+		t.Fatalf("with larger buffers: %d delivered (%d bytes), %d dropped; want the datagram whole", n, sizes[0], r.stats.rxOversize.Load())
+	}
+
+	r = hold()
+	r.drain(small, sizes, eps)
+	if n, refused := r.drain(small, sizes, eps); n != 0 || refused || r.stats.rxOversize.Load() != 1 {
+		t.Fatalf("second offer of the same small buffers: %d delivered, refused %v, %d dropped; want it dropped", n, refused, r.stats.rxOversize.Load())
+	}
 }

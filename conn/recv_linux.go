@@ -26,6 +26,11 @@ type receiver struct {
 	gro         [][]byte
 	held        []heldMsg
 	next, nheld int
+	// refused is the buffer size at which a datagram of this read was last
+	// handed back unread (0: none since the last read or delivery):
+	// datagrams too big for buffers no larger than that are dropped without
+	// asking again.
+	refused int
 }
 
 // heldMsg is a coalesced message being split: data is what is left of it,
@@ -187,11 +192,11 @@ func (r *receiver) receiveDirect(bufs [][]byte, sizes []int, eps []Endpoint) (in
 // feed several calls.
 func (r *receiver) receiveGRO(bufs [][]byte, sizes []int, eps []Endpoint) (int, error) {
 	for {
-		out, oversize := r.drain(bufs, sizes, eps)
+		out, refused := r.drain(bufs, sizes, eps)
 		if out > 0 {
 			return out, nil
 		}
-		if oversize {
+		if refused {
 			return 0, ErrOversize
 		}
 		if err := r.readGRO(); err != nil {
@@ -210,7 +215,7 @@ func (r *receiver) readGRO() error {
 	if err != nil {
 		return err
 	}
-	r.next, r.nheld = 0, 0
+	r.next, r.nheld, r.refused = 0, 0, 0
 	for i := range got {
 		ep, seg, ok := r.decode(i)
 		if !ok {
@@ -232,21 +237,34 @@ func (r *receiver) readGRO() error {
 
 // drain copies held datagrams into bufs in order, each with its message's
 // endpoint (so every segment of a coalesced read keeps the destination
-// address the peer wrote to). It returns how many it delivered; one that
-// does not fit its buffer is dropped and counted, not truncated, and
-// reported in dropped.
-func (r *receiver) drain(bufs [][]byte, sizes []int, eps []Endpoint) (n int, dropped bool) {
+// address the peer wrote to). It returns how many it delivered. A datagram
+// that does not fit its buffer is first handed back unread (refused true,
+// nothing delivered), since the caller's buffers may predate an MTU raise
+// and it can come back with larger ones; if it comes back with buffers no
+// larger, the datagram is dropped and counted, never truncated.
+func (r *receiver) drain(bufs [][]byte, sizes []int, eps []Endpoint) (n int, refused bool) {
 	out := 0
 	var oversize uint64
 	for out < len(bufs) && r.next < r.nheld {
 		h := &r.held[r.next]
 		l := min(h.seg, len(h.data))
+		fits := l <= len(bufs[out])
+		if !fits && out > 0 {
+			break // deliver these; the caller comes back for the big one
+		}
+		if !fits && len(bufs[0]) > r.refused {
+			r.refused = len(bufs[0])
+			return 0, true
+		}
+		if fits {
+			r.refused = 0
+		}
 		d := h.data[:l]
 		h.data = h.data[l:]
 		if h.left--; h.left == 0 {
 			r.next++
 		}
-		if l > len(bufs[out]) {
+		if !fits {
 			oversize++
 			continue
 		}
@@ -258,5 +276,5 @@ func (r *receiver) drain(bufs [][]byte, sizes []int, eps []Endpoint) (n int, dro
 		r.stats.rxOversize.Add(oversize)
 	}
 	r.stats.rxPackets.Add(uint64(out))
-	return out, oversize > 0
+	return out, false
 }

@@ -160,15 +160,25 @@ func (d *Device) applyPeerLocked(pc *PeerConfig, now time.Time) {
 		d.peersMu.Unlock()
 		return
 	}
-	if p == nil {
+	isNew := p == nil
+	if isNew {
 		if pc.UpdateOnly {
 			d.peersMu.Unlock()
 			return
 		}
 		p = d.newPeer(pc.PublicKey)
-		d.peers[pc.PublicKey] = p
 	}
 	d.peersMu.Unlock()
+	if isNew {
+		// Published only once configured: a handshake that found the peer
+		// before its allowed IPs were in place would deliver its first
+		// packets into rx_drop_source_not_allowed.
+		defer func() {
+			d.peersMu.Lock()
+			d.peers[pc.PublicKey] = p
+			d.peersMu.Unlock()
+		}()
+	}
 
 	if pc.Endpoint != nil {
 		p.setEndpoint(conn.Endpoint{Dst: netip.AddrPortFrom(pc.Endpoint.Addr().Unmap(), pc.Endpoint.Port())})

@@ -129,22 +129,24 @@ func (o *Options) setDefaults() {
 // needs. Status takes peersMu, then aipMu, then each peer's locks, one at a
 // time, never nested. mtuMu guards only the pool swap and nests nothing.
 type Device struct {
-	opts    Options
-	tun     tun.Device
-	bind    conn.Bind
-	tp      timers.Params
-	mtu     atomic.Int32
-	mtuMu   sync.Mutex            // serializes mtuChanged (event loop and TUN reader)
-	pools   atomic.Pointer[pools] // swapped whole when the MTU outgrows the buffers
-	staging *stagePool
-	gro     *groBufs // nil when GROBuffers is 0
-	ctr     counters
-	index   *noise.IndexTable[indexEntry]
-	wheel   *timerWheel
-	limit   *ratelimit.Limiter
-	work    chan *batch // crypto jobs, both directions
-	hsq     chan *hsMsg
-	hsFree  chan *hsMsg
+	opts  Options
+	tun   tun.Device
+	bind  conn.Bind
+	tp    timers.Params
+	mtu   atomic.Int32
+	mtuMu sync.Mutex // serializes mtuChanged (event loop and TUN reader)
+	// lastMTUProbe is when a receiver last re-read the MTU (Unix ns).
+	lastMTUProbe atomic.Int64
+	pools        atomic.Pointer[pools] // swapped whole when the MTU outgrows the buffers
+	staging      *stagePool
+	gro          *groBufs // nil when GROBuffers is 0
+	ctr          counters
+	index        *noise.IndexTable[indexEntry]
+	wheel        *timerWheel
+	limit        *ratelimit.Limiter
+	work         chan *batch // crypto jobs, both directions
+	hsq          chan *hsMsg
+	hsFree       chan *hsMsg
 
 	cfgMu      sync.Mutex // serializes Apply and bind changes
 	listenPort uint16     // guarded by cfgMu
@@ -362,7 +364,34 @@ func (d *Device) mtuChanged() {
 		d.pools.Store(d.newPools(need))
 		old.full.retire()
 		old.small.retire()
+		d.wakeTUNReader()
 		d.opts.Logf("device: MTU %d: packet buffers grown to %d bytes", mtu, need)
+	}
+}
+
+// mtuProbeEvery bounds how often a datagram too big for our buffers makes
+// the device re-read the MTU: such datagrams need no key to send, and each
+// look costs a few syscalls.
+const mtuProbeEvery = 100 * time.Millisecond
+
+// probeMTU re-reads the MTU unless it did so within mtuProbeEvery.
+func (d *Device) probeMTU() {
+	now := d.now().UnixNano()
+	last := d.lastMTUProbe.Load()
+	if now-last < int64(mtuProbeEvery) || !d.lastMTUProbe.CompareAndSwap(last, now) {
+		return
+	}
+	d.mtuChanged()
+}
+
+// wakeTUNReader makes a TUN read that is waiting with buffers of the old
+// size return at once (a read deadline in the past), so that the reader
+// swaps them before the first packet at the new MTU arrives: that packet
+// would otherwise not fit and be lost. TUNs without a pollable file wake on
+// their next packet instead.
+func (d *Device) wakeTUNReader() {
+	if f := d.tun.File(); f != nil {
+		f.SetReadDeadline(time.Now())
 	}
 }
 

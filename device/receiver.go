@@ -22,8 +22,10 @@ func (d *Device) receiver(fn conn.ReceiveFunc) {
 		}
 		n, err := fn(rb.bufs, rb.sizes, rb.eps)
 		if errors.Is(err, conn.ErrOversize) {
-			// Counted by the bind. Our buffers may predate an MTU raise:
-			// go round so that current swaps them.
+			// Our buffers may predate an MTU raise we have not heard of
+			// yet (an interface in another namespace is only polled):
+			// look, then go round so that current swaps them.
+			d.probeMTU()
 			continue
 		}
 		if err != nil {

@@ -23,6 +23,11 @@ func (d *Device) tunReader() {
 			break
 		}
 		n, err := d.readTUN(rb)
+		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+			// Woken by mtuChanged: go round so current swaps the batch.
+			d.tun.File().SetReadDeadline(time.Time{})
+			continue
+		}
 		if err != nil && !d.tunReadFailed(&retry, err, n > 0) {
 			break
 		}
@@ -55,10 +60,15 @@ func (d *Device) tunReadFailed(retry *retryPolicy, err error, progress bool) boo
 	}
 	if errors.Is(err, io.ErrShortBuffer) {
 		// A TUN that refuses to truncate (memtun, netstack) says a packet
-		// outgrew our buffers: the MTU went up before we heard of it.
+		// outgrew our buffers.
 		d.ctr.inc(cTxTooBig)
-		d.mtuChanged()
 	}
+	// The likeliest cause of a read error is a packet that outgrew our
+	// buffers because the MTU went up before we heard of it (wireguard-go's
+	// TUN reports that as a plain "overflows" error, and an interface in
+	// another namespace is only polled for its MTU): re-read it. The retry
+	// policy below bounds how often a persistent error gets here.
+	d.mtuChanged()
 	d.ctr.inc(cTxTUNReadErrors)
 	if progress {
 		return true
