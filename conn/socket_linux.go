@@ -42,6 +42,10 @@ func newUDPSocket(c *net.UDPConn, v6 bool, o Options, mark uint32, st *counters)
 			return nil, err
 		}
 	}
+	if err := allowFragments(c, v6); err != nil {
+		// Not fatal: the kernel default still fragments locally.
+		o.Logf("conn: outer datagrams keep DF: %v", err)
+	}
 	level, opt := unix.IPPROTO_IP, unix.IP_PKTINFO
 	if v6 {
 		level, opt = unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO
