@@ -20,6 +20,13 @@ type udpSocket struct {
 	// gso starts true when the kernel knows UDP_SEGMENT and is cleared for
 	// good the first time it refuses a segmented send.
 	gso atomic.Bool
+	// segLimit is the smallest GSO segment size the kernel refused as too
+	// big for the path (0: none yet). Segments at least that big go as
+	// plain datagrams, which the kernel fragments; smaller ones still
+	// coalesce. It only shrinks, and is per socket, not per destination:
+	// one peer behind a small path MTU costs the others GSO for their big
+	// segments only.
+	segLimit atomic.Int32
 	// pktinfo is whether the kernel reports each datagram's local address,
 	// which sticky source addresses need.
 	pktinfo bool
@@ -78,4 +85,17 @@ func newUDPSocket(c *net.UDPConn, v6 bool, o Options, mark uint32, st *counters)
 		}
 	}
 	return s, nil
+}
+
+// lowerSegLimit records that the kernel refused segments of seg bytes.
+func (s *udpSocket) lowerSegLimit(seg int) {
+	for {
+		cur := s.segLimit.Load()
+		if cur != 0 && int(cur) <= seg {
+			return
+		}
+		if s.segLimit.CompareAndSwap(cur, int32(seg)) {
+			return
+		}
+	}
 }
