@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -112,5 +113,50 @@ func TestOversizeErrno(t *testing.T) {
 		if got := oversizeErrno(c.e, c.seg); got != c.want {
 			t.Errorf("oversizeErrno(%v, %d) = %v, want %v", c.e, c.seg, got, c.want)
 		}
+	}
+}
+
+// TestReceiveReassembled: over a 1500-byte path the largest datagrams UDP
+// allows (65507 bytes over IPv4, 65527 over IPv6) arrive as fragments the
+// kernel reassembles. With GRO and without, one is received whole into a
+// buffer that fits it, and into one that does not it is dropped and
+// counted, never truncated, and the next datagram still arrives.
+func TestReceiveReassembled(t *testing.T) {
+	for _, gro := range []bool{true, false} {
+		t.Run(fmt.Sprintf("gro=%v", gro), func(t *testing.T) {
+			ends := openInNetns(t, 1500, Options{}, Options{DisableGRO: !gro})
+			a, b := ends[0], ends[1]
+			if b.sock(false).gro != gro {
+				t.Skip("kernel without UDP_GRO")
+			}
+			for fi, f := range []struct {
+				lo  netip.Addr
+				max int
+			}{{lo4, 1<<16 - 1 - 20 - 8}, {lo6, 1<<16 - 1 - 8}} {
+				if fi >= len(b.fns) {
+					t.Skip("no IPv6")
+				}
+				dst := Endpoint{Dst: b.at(f.lo)}
+				want := burst(1, f.max)
+				if err := a.b.Send(want, dst); err != nil {
+					t.Fatal(err)
+				}
+				big, _, _ := rxBufs(4, f.max)
+				got, eps := recvN(t, b, b.fns[fi], 1, big)
+				checkBurst(t, got, eps, want, a.at(f.lo), f.lo)
+
+				before := b.b.Stats().RxOversize
+				small := burst(1, 100)
+				if err := a.b.Send(append(want, small...), dst); err != nil {
+					t.Fatal(err)
+				}
+				bufs, _, _ := rxBufs(4, 1500)
+				got, eps = recvN(t, b, b.fns[fi], 1, bufs)
+				checkBurst(t, got, eps, small, a.at(f.lo), f.lo)
+				if d := b.b.Stats().RxOversize - before; d != 1 {
+					t.Fatalf("%v: RxOversize grew by %d for one datagram too big for its buffer", f.lo, d)
+				}
+			}
+		})
 	}
 }
