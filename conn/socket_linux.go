@@ -18,7 +18,8 @@ type udpSocket struct {
 	// splits only when the kernel accepted UDP_GRO.
 	gro bool
 	// gso starts true when the kernel knows UDP_SEGMENT and is cleared for
-	// good the first time it refuses a segmented send.
+	// good the first time it refuses a segmented send, unless it refused
+	// only because the segments were too big for the path (see segLimit).
 	gso atomic.Bool
 	// segLimit is the smallest GSO segment size the kernel refused as too
 	// big for the path (0: none yet). Segments at least that big go as
