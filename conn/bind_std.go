@@ -57,6 +57,9 @@ func (b *StdBind) Open(port uint16) ([]ReceiveFunc, uint16, error) {
 		if err := setSocketBuffers(c, b.opts.SocketBuffer); err != nil {
 			b.opts.Logf("conn: %v", err)
 		}
+		if err := allowFragments(c, c == c6); err != nil {
+			b.opts.Logf("conn: %v", err)
+		}
 		if b.mark != 0 {
 			if err := setMark(c, b.mark); err != nil {
 				st.closeConns()

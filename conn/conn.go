@@ -69,6 +69,7 @@ type Bind interface {
 // Stats are the counters a bind keeps; every field is cumulative.
 type Stats struct {
 	GSOFallbacks   uint64 // sends retried without UDP_SEGMENT after the kernel refused it
+	GSOOversize    uint64 // GSO sends whose segments were too big for the path, resent as plain datagrams
 	GROFallbacks   uint64 // times UDP_GRO could not be enabled or was turned off
 	RxOversize     uint64 // datagrams dropped because they did not fit the buffer
 	RxBadControl   uint64 // GRO control messages that did not parse

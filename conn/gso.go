@@ -27,15 +27,18 @@ type gsoGroup struct {
 // of datagrams of one size seg, optionally ended by one shorter non-empty
 // datagram, at most maxSegs datagrams and maxBytes bytes per run. Zero-size
 // datagrams always travel alone (a zero segment size means "no GSO"), as
-// does anything longer than maxBytes. With maxSegs 1 it yields one group
-// per datagram. It appends into the caller's slice so a preallocated one
-// makes planning allocation-free.
-func planGSO(groups []gsoGroup, bufs [][]byte, maxSegs, maxBytes int) []gsoGroup {
+// does anything longer than maxBytes, and so does any datagram of segLimit
+// bytes or more when segLimit > 0 (the kernel cannot fragment a segment, so
+// one too big for the path must go as a plain datagram it may fragment).
+// With maxSegs 1 it yields one group per datagram. It appends into the
+// caller's slice so a preallocated one makes planning allocation-free.
+func planGSO(groups []gsoGroup, bufs [][]byte, maxSegs, maxBytes, segLimit int) []gsoGroup {
 	for i := 0; i < len(bufs); {
 		seg := len(bufs[i])
 		g := gsoGroup{start: i, end: i + 1, seg: seg}
 		total := seg
-		for j := i + 1; seg > 0 && j < len(bufs) && j-i < maxSegs; j++ {
+		alone := seg == 0 || (segLimit > 0 && seg >= segLimit)
+		for j := i + 1; !alone && j < len(bufs) && j-i < maxSegs; j++ {
 			l := len(bufs[j])
 			if l == 0 || l > seg || total+l > maxBytes {
 				break

@@ -5,7 +5,7 @@ import (
 )
 
 // checkPlan verifies every property planGSO promises for bufs.
-func checkPlan(t *testing.T, groups []gsoGroup, bufs [][]byte, maxSegs, maxBytes int) {
+func checkPlan(t *testing.T, groups []gsoGroup, bufs [][]byte, maxSegs, maxBytes, segLimit int) {
 	t.Helper()
 	next := 0
 	for gi, g := range groups {
@@ -19,6 +19,9 @@ func checkPlan(t *testing.T, groups []gsoGroup, bufs [][]byte, maxSegs, maxBytes
 		}
 		if n == 1 {
 			continue
+		}
+		if segLimit > 0 && g.seg >= segLimit {
+			t.Fatalf("group %d: %d segments of %d bytes, at or above the limit %d", gi, n, g.seg, segLimit)
 		}
 		if n > maxSegs {
 			t.Fatalf("group %d: %d segments > %d", gi, n, maxSegs)
@@ -52,7 +55,8 @@ func checkPlan(t *testing.T, groups []gsoGroup, bufs [][]byte, maxSegs, maxBytes
 			total += len(b)
 		}
 		shortTail := n > 1 && len(bufs[g.end-1]) < g.seg
-		if g.seg > 0 && !shortTail && n < maxSegs && nxt > 0 && nxt <= g.seg && total+nxt <= maxBytes {
+		limited := segLimit > 0 && g.seg >= segLimit
+		if g.seg > 0 && !limited && !shortTail && n < maxSegs && nxt > 0 && nxt <= g.seg && total+nxt <= maxBytes {
 			t.Fatalf("group %d %+v stopped before datagram %d (%d bytes) that fits", gi, g, g.end, nxt)
 		}
 	}
@@ -77,28 +81,34 @@ func repeat(n, size int) []int {
 func TestPlanGSO(t *testing.T) {
 	type grp = gsoGroup
 	tests := []struct {
-		name  string
-		sizes []int
-		want  []grp
+		name     string
+		sizes    []int
+		segLimit int
+		want     []grp
 	}{
-		{"empty", nil, nil},
-		{"one", []int{1420}, []grp{{0, 1, 1420}}},
-		{"equal", repeat(5, 1420), []grp{{0, 5, 1420}}},
-		{"short tail", []int{1420, 1420, 700}, []grp{{0, 3, 1420}}},
-		{"short tail ends run", []int{1420, 700, 700}, []grp{{0, 2, 1420}, {2, 3, 700}}},
-		{"longer breaks run", []int{700, 1420, 1420}, []grp{{0, 1, 700}, {1, 3, 1420}}},
-		{"zero alone", []int{100, 0, 100, 100}, []grp{{0, 1, 100}, {1, 2, 0}, {2, 4, 100}}},
-		{"zeros", []int{0, 0}, []grp{{0, 1, 0}, {1, 2, 0}}},
-		{"64 segments", repeat(130, 100), []grp{{0, 64, 100}, {64, 128, 100}, {128, 130, 100}}},
+		{"empty", nil, 0, nil},
+		{"one", []int{1420}, 0, []grp{{0, 1, 1420}}},
+		{"equal", repeat(5, 1420), 0, []grp{{0, 5, 1420}}},
+		{"short tail", []int{1420, 1420, 700}, 0, []grp{{0, 3, 1420}}},
+		{"short tail ends run", []int{1420, 700, 700}, 0, []grp{{0, 2, 1420}, {2, 3, 700}}},
+		{"longer breaks run", []int{700, 1420, 1420}, 0, []grp{{0, 1, 700}, {1, 3, 1420}}},
+		{"zero alone", []int{100, 0, 100, 100}, 0, []grp{{0, 1, 100}, {1, 2, 0}, {2, 4, 100}}},
+		{"zeros", []int{0, 0}, 0, []grp{{0, 1, 0}, {1, 2, 0}}},
+		{"64 segments", repeat(130, 100), 0, []grp{{0, 64, 100}, {64, 128, 100}, {128, 130, 100}}},
 		// 1420 * 46 = 65320 fits in 65487; a 47th would not.
-		{"64 KiB", repeat(50, 1420), []grp{{0, 46, 1420}, {46, 50, 1420}}},
-		{"huge alone", []int{70000, 70000}, []grp{{0, 1, 70000}, {1, 2, 70000}}},
+		{"64 KiB", repeat(50, 1420), 0, []grp{{0, 46, 1420}, {46, 50, 1420}}},
+		{"huge alone", []int{70000, 70000}, 0, []grp{{0, 1, 70000}, {1, 2, 70000}}},
+		// After the kernel refused 2000-byte segments: those and larger go
+		// alone, smaller runs still coalesce, also behind a big one.
+		{"limit", []int{9000, 9000, 2000, 2000, 1999, 1999, 1999}, 2000,
+			[]grp{{0, 1, 9000}, {1, 2, 9000}, {2, 3, 2000}, {3, 4, 2000}, {4, 7, 1999}}},
+		{"big after a small run", []int{1420, 1420, 3000}, 2000, []grp{{0, 2, 1420}, {2, 3, 3000}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			bufs := sized(tc.sizes...)
-			got := planGSO(nil, bufs, gsoMaxSegments, gsoMaxBytes)
-			checkPlan(t, got, bufs, gsoMaxSegments, gsoMaxBytes)
+			got := planGSO(nil, bufs, gsoMaxSegments, gsoMaxBytes, tc.segLimit)
+			checkPlan(t, got, bufs, gsoMaxSegments, gsoMaxBytes, tc.segLimit)
 			if len(got) != len(tc.want) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
@@ -113,17 +123,17 @@ func TestPlanGSO(t *testing.T) {
 
 func TestPlanGSOWithoutOffload(t *testing.T) {
 	bufs := sized(repeat(10, 1420)...)
-	got := planGSO(nil, bufs, 1, gsoMaxBytes)
+	got := planGSO(nil, bufs, 1, gsoMaxBytes, 0)
 	if len(got) != 10 {
 		t.Fatalf("maxSegs 1 gave %d groups for 10 datagrams", len(got))
 	}
-	checkPlan(t, got, bufs, 1, gsoMaxBytes)
+	checkPlan(t, got, bufs, 1, gsoMaxBytes, 0)
 }
 
 func TestPlanGSOAllocs(t *testing.T) {
 	bufs := sized(repeat(128, 1420)...)
 	groups := make([]gsoGroup, 0, 128)
-	if a := testing.AllocsPerRun(100, func() { groups = planGSO(groups[:0], bufs, gsoMaxSegments, gsoMaxBytes) }); a != 0 {
+	if a := testing.AllocsPerRun(100, func() { groups = planGSO(groups[:0], bufs, gsoMaxSegments, gsoMaxBytes, 1500) }); a != 0 {
 		t.Fatalf("planGSO allocated %v times per run", a)
 	}
 }
@@ -131,10 +141,11 @@ func TestPlanGSOAllocs(t *testing.T) {
 // FuzzPlanGSO feeds arbitrary size sequences and limits; every plan must
 // keep the invariants and be greedy.
 func FuzzPlanGSO(f *testing.F) {
-	f.Add([]byte{10, 10, 10, 5}, uint8(64), uint16(65487))
-	f.Add([]byte{0, 1, 0, 255, 255, 3}, uint8(2), uint16(300))
-	f.Add([]byte{200, 200, 200, 200}, uint8(1), uint16(65487))
-	f.Fuzz(func(t *testing.T, raw []byte, segs uint8, maxBytes uint16) {
+	f.Add([]byte{10, 10, 10, 5}, uint8(64), uint16(65487), uint8(0))
+	f.Add([]byte{0, 1, 0, 255, 255, 3}, uint8(2), uint16(300), uint8(0))
+	f.Add([]byte{200, 200, 200, 200}, uint8(1), uint16(65487), uint8(0))
+	f.Add([]byte{200, 200, 100, 100, 99}, uint8(64), uint16(65487), uint8(100))
+	f.Fuzz(func(t *testing.T, raw []byte, segs uint8, maxBytes uint16, limit uint8) {
 		if len(raw) > 512 {
 			raw = raw[:512]
 		}
@@ -148,6 +159,7 @@ func FuzzPlanGSO(f *testing.F) {
 		for i, n := range sizes {
 			bufs[i] = backing[:n]
 		}
-		checkPlan(t, planGSO(nil, bufs, maxSegs, int(maxBytes)), bufs, maxSegs, int(maxBytes))
+		segLimit := int(limit) * 7 // 0: no limit
+		checkPlan(t, planGSO(nil, bufs, maxSegs, int(maxBytes), segLimit), bufs, maxSegs, int(maxBytes), segLimit)
 	})
 }

@@ -66,6 +66,20 @@ func gsoErrno(e unix.Errno) bool {
 	return false
 }
 
+// gsoSafeSegment is the largest segment no real path is too small for: the
+// IPv6 minimum MTU less the IPv6 and UDP headers. Older kernels answer
+// EINVAL both for a segment above the path MTU and for GSO they cannot do
+// at all; a refused segment this small must be the latter.
+const gsoSafeSegment = 1280 - 40 - 8
+
+// oversizeErrno reports whether the kernel refused a UDP_SEGMENT send of
+// seg-byte segments because they exceed the path MTU: the kernel cannot
+// fragment a segment, but it can fragment the same datagram sent plainly.
+// Kernels since 6.x say EMSGSIZE; older ones EINVAL.
+func oversizeErrno(e unix.Errno, seg int) bool {
+	return e == unix.EMSGSIZE || (e == unix.EINVAL && seg > gsoSafeSegment)
+}
+
 // Send implements Bind.
 func (b *LinuxBind) Send(bufs [][]byte, ep Endpoint) error {
 	st := b.state.Load()
@@ -131,7 +145,8 @@ func scopeOf(a netip.Addr, ifIndex int32) uint32 {
 
 // sendChunk sends at most BatchSize datagrams: plan GSO groups, build one
 // message per group, sendmmsg them, and on a kernel refusal fall back
-// (first the sticky source, then GSO) and resend from the failed message.
+// (first the sticky source, then GSO for segments of the refused size and
+// up, then GSO altogether) and resend from the failed message.
 func (b *LinuxBind) sendChunk(s *udpSocket, sc *sendScratch, chunk [][]byte, src *sendSource) error {
 	for len(chunk) > 0 {
 		gso := s.gso.Load()
@@ -139,7 +154,7 @@ func (b *LinuxBind) sendChunk(s *udpSocket, sc *sendScratch, chunk [][]byte, src
 		if gso {
 			maxSegs = gsoMaxSegments
 		}
-		sc.groups = planGSO(sc.groups[:0], chunk, maxSegs, gsoMaxBytes)
+		sc.groups = planGSO(sc.groups[:0], chunk, maxSegs, gsoMaxBytes, int(s.segLimit.Load()))
 		nm := sc.build(chunk, *src)
 		sent, err := sc.call.sendmmsg(s.rc, sc.msgs[:nm])
 		sc.forget(len(chunk))
@@ -162,6 +177,12 @@ func (b *LinuxBind) sendChunk(s *udpSocket, sc *sendScratch, chunk [][]byte, src
 			// than a GSO refusal, and both can answer EINVAL.
 			*src = sendSource{}
 			b.stats.stickyFallback.Add(1)
+			continue
+		case gso && failed.end-failed.start > 1 && oversizeErrno(errno, failed.seg):
+			// Not a GSO failure: smaller segments still coalesce. The
+			// next plan sends this size and up as plain datagrams.
+			s.lowerSegLimit(failed.seg)
+			b.stats.gsoOversize.Add(1)
 			continue
 		case gso && failed.end-failed.start > 1 && gsoErrno(errno):
 			if s.gso.CompareAndSwap(true, false) {

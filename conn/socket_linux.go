@@ -18,8 +18,16 @@ type udpSocket struct {
 	// splits only when the kernel accepted UDP_GRO.
 	gro bool
 	// gso starts true when the kernel knows UDP_SEGMENT and is cleared for
-	// good the first time it refuses a segmented send.
+	// good the first time it refuses a segmented send, unless it refused
+	// only because the segments were too big for the path (see segLimit).
 	gso atomic.Bool
+	// segLimit is the smallest GSO segment size the kernel refused as too
+	// big for the path (0: none yet). Segments at least that big go as
+	// plain datagrams, which the kernel fragments; smaller ones still
+	// coalesce. It only shrinks, and is per socket, not per destination:
+	// one peer behind a small path MTU costs the others GSO for their big
+	// segments only.
+	segLimit atomic.Int32
 	// pktinfo is whether the kernel reports each datagram's local address,
 	// which sticky source addresses need.
 	pktinfo bool
@@ -41,6 +49,10 @@ func newUDPSocket(c *net.UDPConn, v6 bool, o Options, mark uint32, st *counters)
 		if err := setMark(c, mark); err != nil {
 			return nil, err
 		}
+	}
+	if err := allowFragments(c, v6); err != nil {
+		// Not fatal: the kernel default still fragments locally.
+		o.Logf("conn: outer datagrams keep DF: %v", err)
 	}
 	level, opt := unix.IPPROTO_IP, unix.IP_PKTINFO
 	if v6 {
@@ -74,4 +86,17 @@ func newUDPSocket(c *net.UDPConn, v6 bool, o Options, mark uint32, st *counters)
 		}
 	}
 	return s, nil
+}
+
+// lowerSegLimit records that the kernel refused segments of seg bytes.
+func (s *udpSocket) lowerSegLimit(seg int) {
+	for {
+		cur := s.segLimit.Load()
+		if cur != 0 && int(cur) <= seg {
+			return
+		}
+		if s.segLimit.CompareAndSwap(cur, int32(seg)) {
+			return
+		}
+	}
 }

@@ -53,3 +53,30 @@ func sockoptControl(c *net.UDPConn, f func(fd int) error) error {
 	}
 	return ferr
 }
+
+// allowFragments lets the kernel fragment outer datagrams, as kernel
+// WireGuard does (it never sets DF on them). Linux's default for UDP,
+// IP_PMTUDISC_WANT, already fragments a datagram above the route's known
+// MTU locally, but it sets DF on everything else: a hop further on with a
+// smaller MTU drops the datagram and only tells us by ICMP, so the first
+// datagrams are lost while the kernel learns the path MTU, and all of them
+// are lost when that ICMP is filtered. With DF clear the router fragments
+// instead. IPv6 routers never fragment, so there the point is only that the
+// source keeps fragmenting (IPV6_DONTFRAG off, its default, made explicit).
+func allowFragments(c *net.UDPConn, v6 bool) error {
+	return sockoptControl(c, func(fd int) error {
+		if !v6 {
+			if err := unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DONT); err != nil {
+				return fmt.Errorf("conn: IP_MTU_DISCOVER: %w", err)
+			}
+			return nil
+		}
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DONT); err != nil {
+			return fmt.Errorf("conn: IPV6_MTU_DISCOVER: %w", err)
+		}
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_DONTFRAG, 0); err != nil {
+			return fmt.Errorf("conn: IPV6_DONTFRAG: %w", err)
+		}
+		return nil
+	})
+}

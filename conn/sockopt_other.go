@@ -31,3 +31,7 @@ func setMark(_ *net.UDPConn, mark uint32) error {
 	}
 	return fmt.Errorf("conn: fwmark %d: %w", mark, errors.ErrUnsupported)
 }
+
+// allowFragments does nothing outside Linux: the BSDs and Windows leave DF
+// clear on UDP unless a program asks for it.
+func allowFragments(*net.UDPConn, bool) error { return nil }

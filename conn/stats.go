@@ -6,6 +6,7 @@ import "sync/atomic"
 // path rather than once per packet where the code allows.
 type counters struct {
 	gsoFallbacks   atomic.Uint64
+	gsoOversize    atomic.Uint64
 	groFallbacks   atomic.Uint64
 	rxOversize     atomic.Uint64
 	rxBadControl   atomic.Uint64
@@ -20,6 +21,7 @@ type counters struct {
 func (c *counters) snapshot() Stats {
 	return Stats{
 		GSOFallbacks:   c.gsoFallbacks.Load(),
+		GSOOversize:    c.gsoOversize.Load(),
 		GROFallbacks:   c.groFallbacks.Load(),
 		RxOversize:     c.rxOversize.Load(),
 		RxBadControl:   c.rxBadControl.Load(),

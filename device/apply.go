@@ -294,6 +294,7 @@ func (d *Device) counterSnapshot() []Counter {
 		s := sb.Stats()
 		out = append(out,
 			Counter{"bind_gso_fallbacks", s.GSOFallbacks},
+			Counter{"bind_gso_oversize", s.GSOOversize},
 			Counter{"bind_gro_fallbacks", s.GROFallbacks},
 			Counter{"bind_rx_oversize", s.RxOversize},
 			Counter{"bind_rx_bad_control", s.RxBadControl},
