@@ -147,6 +147,6 @@ func (d *Device) current(b *batch) *batch {
 // fd answers EBADFD, which wireguard-go's Read reports as os.ErrClosed; a
 // TUN that passes it through must stop the device just the same.
 func tunGone(err error) bool {
-	return errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EBADFD) ||
+	return errors.Is(err, os.ErrClosed) || errors.Is(err, errTUNDetached) ||
 		errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.EIO)
 }
