@@ -78,21 +78,19 @@ func (b *StdBind) receiveFunc(c *net.UDPConn) ReceiveFunc {
 		if len(bufs) == 0 || len(sizes) == 0 || len(eps) == 0 {
 			return 0, nil
 		}
-		for {
-			n, _, flags, ap, err := c.ReadMsgUDPAddrPort(bufs[0], nil)
-			if truncated(flags, err) {
-				b.stats.rxOversize.Add(1)
-				return 0, ErrOversize
-			}
-			if err != nil {
-				return 0, err
-			}
-			sizes[0] = n
-			eps[0] = Endpoint{Dst: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}
-			b.stats.rxMessages.Add(1)
-			b.stats.rxPackets.Add(1)
-			return 1, nil
+		n, _, flags, ap, err := c.ReadMsgUDPAddrPort(bufs[0], nil)
+		if truncated(flags, err) {
+			b.stats.rxOversize.Add(1)
+			return 0, ErrOversize
 		}
+		if err != nil {
+			return 0, err
+		}
+		sizes[0] = n
+		eps[0] = Endpoint{Dst: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}
+		b.stats.rxMessages.Add(1)
+		b.stats.rxPackets.Add(1)
+		return 1, nil
 	}
 }
 

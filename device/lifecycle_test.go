@@ -43,7 +43,7 @@ func TestLifecycleTimersAreExact(t *testing.T) {
 
 		// a sends just before RekeyAfterTime: no new handshake; just after:
 		// one.
-		time.Sleep(start.Add(noise.RekeyAfterTime - time.Second).Sub(time.Now()))
+		time.Sleep(time.Until(start.Add(noise.RekeyAfterTime - time.Second)))
 		ta.Inject(udpPacket(addrA, addrB, 2, 100))
 		next(t, b.tun, time.Second)
 		if c := count(a, "handshake_initiations_sent"); c != 1 {
@@ -59,7 +59,7 @@ func TestLifecycleTimersAreExact(t *testing.T) {
 
 		// Silence: keys are zeroed 3 x RejectAfterTime after the newest
 		// session, on both sides, and not a moment before.
-		time.Sleep(rekeyed.Add(3*noise.RejectAfterTime - time.Second).Sub(time.Now()))
+		time.Sleep(time.Until(rekeyed.Add(3*noise.RejectAfterTime - time.Second)))
 		if c := count(a, "keys_zeroed"); c != 0 {
 			t.Fatalf("a zeroed keys %d times a second early", c)
 		}

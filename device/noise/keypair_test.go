@@ -177,8 +177,10 @@ func TestKeypairWipe(t *testing.T) {
 // counter is handed out, and no new hold is granted.
 func TestKeypairWipeWaitsForHolds(t *testing.T) {
 	a, b := testKeypairs(t)
-	if !a.Hold() || !a.Hold() {
-		t.Fatal("Hold on a fresh keypair refused")
+	for range 2 {
+		if !a.Hold() {
+			t.Fatal("Hold on a fresh keypair refused")
+		}
 	}
 	c, ok := a.NextCounter()
 	if !ok {
