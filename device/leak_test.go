@@ -1,11 +1,11 @@
 package device
 
 import (
-	"bytes"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fips-go/fips-go/internal/leakcheck"
 )
 
 // checkGoroutines fails t if goroutines that started during t are still
@@ -48,18 +48,8 @@ type goroutine struct {
 // goroutines parses runtime.Stack's dump of every goroutine: blocks that
 // start with "goroutine N [state]:" separated by blank lines.
 func goroutines() []goroutine {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	var out []goroutine
-	for _, block := range bytes.Split(buf, []byte("\n\n")) {
-		s := string(block)
+	for _, s := range leakcheck.Stacks() {
 		head, _, _ := strings.Cut(s, " [")
 		if strings.HasPrefix(head, "goroutine ") {
 			out = append(out, goroutine{id: head, stack: s})

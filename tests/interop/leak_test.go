@@ -1,11 +1,12 @@
 package interop
 
 import (
-	"bytes"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fips-go/fips-go/internal/leakcheck"
 )
 
 // leakWait bounds how long goroutines get to finish after the nodes close.
@@ -15,18 +16,8 @@ const leakWait = 10 * time.Second
 // (product packages or this package's helpers), apart from the test and
 // benchmark runners of package testing.
 func ourGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	var ours []string
-	for _, g := range bytes.Split(buf, []byte("\n\n")) {
-		s := string(g)
+	for _, s := range leakcheck.Stacks() {
 		runner := strings.Contains(s, "testing.tRunner") || strings.Contains(s, "\ncreated by testing.")
 		if strings.Contains(s, "github.com/fips-go/fips-go/") && !runner {
 			ours = append(ours, s)
