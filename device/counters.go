@@ -39,6 +39,7 @@ const (
 	cTxTUNReadErrors
 	cTxTUNReadPanics
 	cRxReceiveErrors
+	cRxTUNWriteErrors
 	numCounters
 )
 
@@ -75,6 +76,7 @@ var counterNames = [numCounters]string{
 	cTxTUNReadErrors:              "tx_tun_read_errors",
 	cTxTUNReadPanics:              "tx_tun_read_panics",
 	cRxReceiveErrors:              "rx_receive_errors",
+	cRxTUNWriteErrors:             "rx_tun_write_errors",
 }
 
 // counters is the device's set; each is cumulative and updated atomically.

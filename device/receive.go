@@ -191,7 +191,11 @@ func (p *Peer) deliver(b *batch) {
 		var lent [maxHeads][]byte
 		n := d.gro.lendHeads(b.out, &lent)
 		if _, err := d.tun.Write(b.out, tun.Headroom); err != nil && !d.stopping() {
-			d.opts.Logf("device: TUN write: %v", err)
+			// Counted, not logged per batch: the data path never logs
+			// per packet. The first one is logged so its cause is seen.
+			if d.ctr[cRxTUNWriteErrors].Add(1) == 1 {
+				d.opts.Logf("device: TUN write (logged once, then counted in rx_tun_write_errors): %v", err)
+			}
 		}
 		if n > 0 {
 			d.gro.returnHeads(&lent, n)
