@@ -50,6 +50,7 @@ func (b *failingBind) failOpen(ports ...uint16) {
 
 func newFailingDevice(t *testing.T) (*Device, *failingBind) {
 	t.Helper()
+	checkGoroutines(t)
 	netw := membind.NewNetwork(membind.NetOptions{})
 	b := &failingBind{Bind: netw.NewBind(netip.MustParseAddr("192.0.2.1"))}
 	d, err := New(memtun.New("f", 1420, 16), b, Options{ListenPort: 4000})

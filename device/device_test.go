@@ -165,6 +165,7 @@ func TestNoRouteAndBadSourceAreDroppedAndCounted(t *testing.T) {
 }
 
 func TestGarbageDatagramsAreCounted(t *testing.T) {
+	checkGoroutines(t)
 	netw := membind.NewNetwork(membind.NetOptions{})
 	host := netip.MustParseAddr("192.0.2.1")
 	a := newNode(t, memtun.New("a", 1420, 64), netw.NewBind(host), addrA, host, Options{})
