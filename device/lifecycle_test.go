@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -102,7 +103,13 @@ func TestLifecycleRemovalAndMTUUnderTraffic(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 		}()
+		var mu sync.Mutex // guards got
 		var got []uint32
+		arrived := func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(got)
+		}
 		recvDone := make(chan struct{})
 		go func() {
 			defer close(recvDone)
@@ -113,16 +120,18 @@ func TestLifecycleRemovalAndMTUUnderTraffic(t *testing.T) {
 				if err != nil {
 					return
 				}
+				mu.Lock()
 				got = append(got, binary.BigEndian.Uint32(pkt[28:]))
+				mu.Unlock()
 			}
 		}()
 		arrivedAfter := func(what string) {
 			t.Helper()
 			synctest.Wait()
-			n := len(got)
+			n := arrived()
 			time.Sleep(50 * time.Millisecond)
 			synctest.Wait()
-			if len(got) <= n {
+			if arrived() <= n {
 				t.Fatalf("no traffic in the 50 ms after %s", what)
 			}
 		}
