@@ -223,11 +223,13 @@ func (d *Device) removeAllPeersLocked() {
 // new is accepted for p. Callers hold peersMu.
 func (d *Device) removePeerLocked(p *Peer) {
 	delete(d.peers, p.pub)
+	// removed first: deliver checks it under aipMu, so no batch of p can
+	// find p's routes gone without also finding p removed.
+	p.removed.Store(true)
 	d.aipMu.Lock()
 	d.aip.RemoveAll(p)
 	d.aipMu.Unlock()
 	p.mu.Lock()
-	p.removed.Store(true)
 	p.zeroKeysLocked()
 	p.dropStagedLocked()
 	p.timers.Stop()

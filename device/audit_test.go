@@ -272,9 +272,9 @@ func TestWireAuditUnderKeyChurn(t *testing.T) {
 			// A removed peer's batches opened before the removal must not
 			// reach the source check (issue 8: thousands of
 			// rx_drop_source_not_allowed under churn).
-			for _, n := range []*node{a, b} {
+			for name, n := range map[string]*node{"a": a, "b": b} {
 				if c := counter(n.dev.Status(), "rx_drop_source_not_allowed"); c != 0 {
-					t.Errorf("rx_drop_source_not_allowed = %d, want 0", c)
+					t.Errorf("%s: rx_drop_source_not_allowed = %d, want 0", name, c)
 				}
 			}
 			if aa.transport.Load() == 0 || ab.transport.Load() == 0 {

@@ -46,9 +46,9 @@ type Peer struct {
 	scheduledAt time.Time // deadline the timer wheel holds for us (zero: none)
 	stagedDue   bool      // a session is up: the wheel sends the staged packets
 
-	// removed is set once, under mu, when the peer is removed; it is atomic
-	// so that the receive path can drop a removed peer's in-flight batches
-	// without taking mu.
+	// removed is set once, when the peer is removed, before its routes go
+	// (see removePeerLocked); it is atomic so that the receive path can
+	// drop a removed peer's in-flight batches without taking mu.
 	removed atomic.Bool
 
 	cookies *noise.CookieGenerator // safe for concurrent use

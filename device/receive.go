@@ -136,14 +136,6 @@ func (p *Peer) deliver(b *batch) {
 	d := p.d
 	kp := b.recvKP
 	now := d.now()
-	if p.removed.Load() {
-		// Opened before the removal wiped the keys: the peer's routes are
-		// gone (or belong to a re-added peer of the same key), so nothing
-		// of it may reach the TUN.
-		d.ctr.add(cRxPeerRemoved, uint64(b.n))
-		b.release()
-		return
-	}
 	if d.tp.Expired(kp.Created, now) {
 		d.ctr.add(cRxExpiredKeypair, uint64(b.n))
 		b.release()
@@ -154,6 +146,17 @@ func (p *Peer) deliver(b *batch) {
 	var last int
 	var rx uint64
 	d.aipMu.RLock()
+	if p.removed.Load() {
+		// Opened before the removal wiped the keys: the peer's routes are
+		// gone (or belong to a re-added peer of the same key), so nothing
+		// of it may reach the TUN. Checked under aipMu, which the removal
+		// takes after setting removed: a batch either sees the peer's
+		// routes whole or sees it removed.
+		d.aipMu.RUnlock()
+		d.ctr.add(cRxPeerRemoved, uint64(b.n))
+		b.release()
+		return
+	}
 	for i := 0; i < b.n; i++ {
 		if !b.ok[i] {
 			d.ctr.inc(cRxDecryptFailed)
