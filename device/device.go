@@ -144,7 +144,8 @@ type Device struct {
 	index        *noise.IndexTable[indexEntry]
 	wheel        *timerWheel
 	limit        *ratelimit.Limiter
-	work         chan *batch // crypto jobs, both directions
+	load         ratelimit.LoadGauge // cookie mode, with its hold time
+	work         chan *batch         // crypto jobs, both directions
 	hsq          chan *hsMsg
 	hsFree       chan *hsMsg
 

@@ -49,10 +49,11 @@ func (d *Device) queueHandshake(msg []byte, ep conn.Endpoint) {
 	}
 }
 
-// underLoad reports whether handshakes arrive faster than they are handled;
-// then MAC2 (a cookie proving the source address) is required.
-func (d *Device) underLoad() bool {
-	return len(d.hsq) >= cap(d.hsq)/4
+// underLoad reports whether handshakes arrive faster than they are handled,
+// now or within the last ratelimit.LoadHold; then MAC2 (a cookie proving
+// the source address) is required.
+func (d *Device) underLoad(now time.Time) bool {
+	return d.load.Observe(len(d.hsq), cap(d.hsq), now)
 }
 
 func (d *Device) handshakeWorker() {
@@ -80,7 +81,7 @@ func (d *Device) handleHandshake(msg []byte, ep conn.Endpoint) {
 		d.ctr.inc(cRxHandshakeBadMAC)
 		return
 	}
-	if d.underLoad() {
+	if d.underLoad(now) {
 		if !checker.CheckMAC2(msg, ep.Dst, now) {
 			d.sendCookieReply(checker, msg, ep, now)
 			return

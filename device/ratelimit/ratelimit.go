@@ -20,10 +20,11 @@ type Options struct {
 // Limiter is a set of token buckets keyed by address. IPv6 addresses share a
 // bucket per /64, since one host can hold a whole /64.
 type Limiter struct {
-	mu      sync.Mutex // guards entries
-	opts    Options
-	cost    time.Duration // time it takes to earn one token
-	entries map[netip.Addr]*bucket
+	mu        sync.Mutex // guards entries and lastEvict
+	opts      Options
+	cost      time.Duration // time it takes to earn one token
+	entries   map[netip.Addr]*bucket
+	lastEvict time.Time
 }
 
 type bucket struct {
@@ -66,8 +67,15 @@ func (l *Limiter) Allow(a netip.Addr, now time.Time) bool {
 			l.evictLocked(now)
 		}
 		if len(l.entries) >= l.opts.MaxEntries {
-			// Every tracked address is active: refuse new ones rather than grow.
-			return false
+			// Every tracked address is active. Refusing new ones would let
+			// a flood from many addresses lock out every source it has
+			// not seen, legitimate peers first; forget one tracked address
+			// instead (Go's map order picks it at random, in O(1)). The
+			// forgotten source can at most get one more burst.
+			for victim := range l.entries {
+				delete(l.entries, victim)
+				break
+			}
 		}
 		b = &bucket{tokens: max, last: now}
 		l.entries[k] = b
@@ -84,8 +92,14 @@ func (l *Limiter) Allow(a netip.Addr, now time.Time) bool {
 }
 
 // evictLocked drops buckets that have refilled completely: forgetting them
-// changes no decision.
+// changes no decision. It scans the whole table, so it runs only when the
+// table is full, and lastEvict keeps a flood of new sources from making
+// every message pay for a scan.
 func (l *Limiter) evictLocked(now time.Time) {
+	if now.Sub(l.lastEvict) < l.cost {
+		return
+	}
+	l.lastEvict = now
 	full := l.cost * time.Duration(l.opts.Burst)
 	for k, b := range l.entries {
 		if b.tokens+now.Sub(b.last) >= full {
