@@ -146,8 +146,8 @@ type Device struct {
 	limit        *ratelimit.Limiter
 	load         ratelimit.LoadGauge // cookie mode, with its hold time
 	work         chan *batch         // crypto jobs, both directions
-	hsq          chan *hsMsg
-	hsFree       chan *hsMsg
+	hsq          *hsQueue            // handshake messages from anyone
+	hsqPrio      *hsQueue            // ... that proved their source or answer our handshake
 
 	cfgMu      sync.Mutex // serializes Apply and bind changes
 	listenPort uint16     // guarded by cfgMu
@@ -187,21 +187,18 @@ var ErrClosed = errors.New("device: closed")
 func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 	opts.setDefaults()
 	d := &Device{
-		opts:   opts,
-		tun:    t,
-		bind:   b,
-		tp:     opts.Timers.WithDefaults(),
-		index:  noise.NewIndexTable[indexEntry](opts.Rand),
-		limit:  ratelimit.New(ratelimit.Options{}),
-		work:   make(chan *batch, opts.Batches+opts.SmallBatches),
-		hsq:    make(chan *hsMsg, opts.HandshakeQueue),
-		hsFree: make(chan *hsMsg, opts.HandshakeQueue),
-		peers:  make(map[noise.PublicKey]*Peer),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
-	}
-	for range opts.HandshakeQueue {
-		d.hsFree <- new(hsMsg)
+		opts:    opts,
+		tun:     t,
+		bind:    b,
+		tp:      opts.Timers.WithDefaults(),
+		index:   noise.NewIndexTable[indexEntry](opts.Rand),
+		limit:   ratelimit.New(ratelimit.Options{}),
+		work:    make(chan *batch, opts.Batches+opts.SmallBatches),
+		hsq:     newHSQueue(opts.HandshakeQueue),
+		hsqPrio: newHSQueue(max(16, opts.HandshakeQueue/4)),
+		peers:   make(map[noise.PublicKey]*Peer),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	mtu, err := t.MTU()
 	if err != nil {

@@ -1,9 +1,14 @@
 package device
 
 import (
+	"crypto/rand"
+	"encoding/binary"
+	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/device/ratelimit"
 )
 
@@ -13,21 +18,118 @@ import (
 // computations when load was decided per message).
 func TestUnderLoadHoldsAfterTheQueueDrains(t *testing.T) {
 	// Only the queue matters here: a bare Device, no goroutines to drain it.
-	d := &Device{hsq: make(chan *hsMsg, 1024)}
+	d := &Device{hsq: newHSQueue(1024)}
 	now := time.Unix(5000, 0)
-	for len(d.hsq) < cap(d.hsq)/4 {
-		d.hsq <- nil
+	for len(d.hsq.q) < cap(d.hsq.q)/4 {
+		d.hsq.q <- nil
 	}
 	if !d.underLoad(now) {
 		t.Fatal("not under load with the queue a quarter full")
 	}
-	for len(d.hsq) > 0 {
-		<-d.hsq
+	for len(d.hsq.q) > 0 {
+		<-d.hsq.q
 	}
 	if !d.underLoad(now.Add(ratelimit.LoadHold / 2)) {
 		t.Fatal("load mode ended as soon as the queue drained")
 	}
 	if d.underLoad(now.Add(ratelimit.LoadHold)) {
 		t.Fatal("load mode outlasted its hold time")
+	}
+}
+
+// triageDevice is a Device with only what triage needs: a key, the cookie
+// checker, the queues and the index table; no goroutine drains the queues.
+func triageDevice(t *testing.T) (*Device, noise.PublicKey) {
+	t.Helper()
+	key, err := noise.GeneratePrivateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := key.PublicKey()
+	d := &Device{
+		hsq:     newHSQueue(64),
+		hsqPrio: newHSQueue(16),
+		index:   noise.NewIndexTable[indexEntry](rand.Reader),
+	}
+	d.opts.setDefaults()
+	d.checker.Store(noise.NewCookieChecker(pub, rand.Reader))
+	return d, pub
+}
+
+// initiation is an initiation-sized message to pub with random contents
+// and the MACs a sender with gen would put on it.
+func initiation(gen *noise.CookieGenerator, now time.Time) []byte {
+	msg := make([]byte, noise.InitiationSize)
+	rand.Read(msg)
+	binary.LittleEndian.PutUint32(msg, noise.TypeInitiation)
+	gen.AddMACs(msg, now)
+	return msg
+}
+
+// A handshake message without a valid MAC1 is dropped on the receive
+// goroutine and never takes a queue slot (issue 13: a full queue dropped
+// messages before their MAC1 was checked, so garbage crowded out real
+// peers).
+func TestTriageDropsBadMAC1BeforeQueueing(t *testing.T) {
+	d, _ := triageDevice(t)
+	other, _ := noise.GeneratePrivateKey(rand.Reader)
+	ep := conn.Endpoint{Dst: netip.MustParseAddrPort("198.51.100.7:4000")}
+	d.queueHandshake(initiation(noise.NewCookieGenerator(other.PublicKey()), time.Now()), ep)
+	if n := len(d.hsq.q) + len(d.hsqPrio.q); n != 0 {
+		t.Fatalf("%d messages queued, want the bad-MAC1 one dropped", n)
+	}
+	if c := d.ctr[cRxHandshakeBadMAC].Load(); c != 1 {
+		t.Fatalf("rx_drop_handshake_bad_mac = %d, want 1", c)
+	}
+}
+
+// With the anonymous queue full of a flood's valid-MAC1 initiations, a
+// message that proves its source with MAC2, and a response to our own
+// handshake, still get a slot (issue 13: the real peer's initiation, which
+// must get through twice, was lost in the crowd).
+func TestTriageKeepsRoomForProvenSources(t *testing.T) {
+	d, pub := triageDevice(t)
+	now := time.Now()
+	flood := noise.NewCookieGenerator(pub)
+	for i := 0; len(d.hsq.q) < cap(d.hsq.q); i++ {
+		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 1000)
+		d.queueHandshake(initiation(flood, now), conn.Endpoint{Dst: src})
+	}
+	d.queueHandshake(initiation(flood, now), conn.Endpoint{Dst: netip.MustParseAddrPort("10.99.200.1:1000")})
+	if c := d.ctr[cRxHandshakeQueueFull].Load(); c != 1 {
+		t.Fatalf("rx_drop_handshake_queue_full = %d after one message too many, want 1", c)
+	}
+	if !d.underLoad(now) {
+		t.Fatal("a full queue is not load")
+	}
+
+	// A real peer earns a cookie for its address, then sends with MAC2.
+	peer := netip.MustParseAddrPort("192.0.2.10:51820")
+	gen := noise.NewCookieGenerator(pub)
+	first := initiation(gen, now)
+	reply, err := d.checker.Load().CreateReply(first, 1, peer, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gen.ConsumeReply(&reply, now); err != nil {
+		t.Fatal(err)
+	}
+	d.queueHandshake(initiation(gen, now), conn.Endpoint{Dst: peer})
+	if len(d.hsqPrio.q) != 1 {
+		t.Fatalf("the initiation with a valid MAC2 was not queued (priority queue holds %d)", len(d.hsqPrio.q))
+	}
+
+	// A response to a handshake we started goes first too.
+	idx, err := d.index.Insert(indexEntry{peer: &Peer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := make([]byte, noise.ResponseSize)
+	binary.LittleEndian.PutUint32(resp, noise.TypeResponse)
+	binary.LittleEndian.PutUint32(resp[8:], idx)
+	noise.NewCookieGenerator(pub).AddMACs(resp, now)
+	d.queueHandshake(resp, conn.Endpoint{Dst: peer})
+	if len(d.hsqPrio.q) != 2 {
+		t.Fatalf("the response to our handshake was not queued (priority queue holds %d)", len(d.hsqPrio.q))
 	}
 }

@@ -17,7 +17,7 @@ type hsMsg struct {
 }
 
 // queueHandshake copies a handshake message to the handshake workers, or
-// drops it when their queue is full.
+// drops it when it fails triage or its queue is full.
 func (d *Device) queueHandshake(msg []byte, ep conn.Endpoint) {
 	want := 0
 	switch noise.PeekType(msg) {
@@ -32,19 +32,12 @@ func (d *Device) queueHandshake(msg []byte, ep conn.Endpoint) {
 		d.ctr.inc(cRxGarbage)
 		return
 	}
-	var m *hsMsg
-	select {
-	case m = <-d.hsFree:
-	default:
-		d.ctr.inc(cRxHandshakeQueueFull)
+	q, drop := d.triage(noise.PeekType(msg), msg, ep, d.now())
+	if q == nil {
+		d.ctr.inc(drop)
 		return
 	}
-	m.n = copy(m.buf[:], msg)
-	m.ep = ep
-	select {
-	case d.hsq <- m:
-	default:
-		d.hsFree <- m
+	if !q.put(msg, ep) {
 		d.ctr.inc(cRxHandshakeQueueFull)
 	}
 }
@@ -53,19 +46,29 @@ func (d *Device) queueHandshake(msg []byte, ep conn.Endpoint) {
 // now or within the last ratelimit.LoadHold; then MAC2 (a cookie proving
 // the source address) is required.
 func (d *Device) underLoad(now time.Time) bool {
-	return d.load.Observe(len(d.hsq), cap(d.hsq), now)
+	return d.load.Observe(len(d.hsq.q), cap(d.hsq.q), now)
 }
 
+// handshakeWorker handles queued handshake messages until the device
+// stops, the priority queue's first.
 func (d *Device) handshakeWorker() {
 	defer d.helpersWG.Done()
 	for {
+		var m *hsMsg
+		from := d.hsqPrio
 		select {
-		case <-d.stop:
-			return
-		case m := <-d.hsq:
-			d.handleHandshake(m.buf[:m.n], m.ep)
-			d.hsFree <- m
+		case m = <-d.hsqPrio.q:
+		default:
+			select {
+			case <-d.stop:
+				return
+			case m = <-d.hsqPrio.q:
+			case m = <-d.hsq.q:
+				from = d.hsq
+			}
 		}
+		d.handleHandshake(m.buf[:m.n], m.ep)
+		from.free <- m
 	}
 }
 

@@ -1,0 +1,82 @@
+package device
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device/noise"
+)
+
+// hsQueue is a bounded queue of handshake messages with buffers of its
+// own: a flood that fills one queue cannot take the buffers of another.
+type hsQueue struct {
+	q    chan *hsMsg
+	free chan *hsMsg
+}
+
+func newHSQueue(n int) *hsQueue {
+	h := &hsQueue{q: make(chan *hsMsg, n), free: make(chan *hsMsg, n)}
+	for range n {
+		h.free <- new(hsMsg)
+	}
+	return h
+}
+
+// put queues a copy of msg; false when the queue is full.
+func (h *hsQueue) put(msg []byte, ep conn.Endpoint) bool {
+	var m *hsMsg
+	select {
+	case m = <-h.free:
+	default:
+		return false
+	}
+	m.n = copy(m.buf[:], msg)
+	m.ep = ep
+	h.q <- m // cannot block: a message only exists with its slot
+	return true
+}
+
+// triage decides, on the receive goroutine, where a handshake message of
+// the right size goes: nil drops it (counted by the caller), or the queue
+// to put it in. MAC1 is checked here, not by the workers: it is cheap, and
+// a message without it must not take a slot that a real peer's message
+// needs. Messages that prove their source (a valid MAC2 while under load)
+// or answer a handshake we started go to the priority queue, which the
+// anonymous flood cannot fill.
+func (d *Device) triage(typ uint32, msg []byte, ep conn.Endpoint, now time.Time) (*hsQueue, counterID) {
+	switch typ {
+	case noise.TypeCookieReply:
+		if d.startedHandshake(binary.LittleEndian.Uint32(msg[4:8])) {
+			return d.hsqPrio, 0
+		}
+		return d.hsq, 0
+	case noise.TypeResponse:
+		if !d.validMAC1(msg) {
+			return nil, cRxHandshakeBadMAC
+		}
+		if d.startedHandshake(binary.LittleEndian.Uint32(msg[8:12])) {
+			return d.hsqPrio, 0
+		}
+	case noise.TypeInitiation:
+		if !d.validMAC1(msg) {
+			return nil, cRxHandshakeBadMAC
+		}
+	}
+	if d.underLoad(now) && d.checker.Load().CheckMAC2(msg, ep.Dst, now) {
+		return d.hsqPrio, 0
+	}
+	return d.hsq, 0
+}
+
+func (d *Device) validMAC1(msg []byte) bool {
+	c := d.checker.Load()
+	return c != nil && c.CheckMAC1(msg)
+}
+
+// startedHandshake reports whether idx names a handshake we initiated and
+// are waiting on.
+func (d *Device) startedHandshake(idx uint32) bool {
+	e, ok := d.index.Lookup(idx)
+	return ok && e.kp == nil
+}
