@@ -134,6 +134,21 @@ func (d *Device) handleCookieReply(msg []byte, now time.Time) {
 		return
 	}
 	d.ctr.inc(cRxCookieReplies)
+	e.peer.retryWithCookie(now)
+}
+
+// retryWithCookie sends the initiation again at once now that it can carry
+// MAC2, instead of waiting out Rekey-Timeout: a responder under load asks
+// for the cookie precisely so that it can answer the retry. Only once per
+// attempt: a cookie reply to the retry itself waits for the timer, so a
+// responder cannot keep us initiating at network speed.
+func (p *Peer) retryWithCookie(now time.Time) {
+	p.mu.Lock()
+	again := p.hsIndex != 0 && !p.initByCookie
+	p.mu.Unlock()
+	if again {
+		p.initiateAttempt(now, true, true)
+	}
 }
 
 // handleInitiation answers a valid initiation from a known peer. Unknown
@@ -275,7 +290,10 @@ func (d *Device) handleResponse(msg []byte, ep conn.Endpoint, now time.Time) {
 
 // initiate sends a handshake initiation. Unless retry is set (the timer's
 // retransmission), it does nothing while a recent initiation is in flight.
-func (p *Peer) initiate(now time.Time, retry bool) {
+func (p *Peer) initiate(now time.Time, retry bool) { p.initiateAttempt(now, retry, false) }
+
+// initiateAttempt is initiate; byCookie says it answers a cookie reply.
+func (p *Peer) initiateAttempt(now time.Time, retry, byCookie bool) {
 	d := p.d
 	ep, hasEp := p.endpoint()
 	p.mu.Lock()
@@ -304,6 +322,7 @@ func (p *Peer) initiate(now time.Time, retry bool) {
 	}
 	p.hsIndex = idx
 	p.lastInitAt = now
+	p.initByCookie = byCookie
 	out := init.AppendTo(make([]byte, 0, noise.InitiationSize))
 	p.cookies.AddMACs(out, now)
 	p.timers.HandshakeInitiated(now, jitter())

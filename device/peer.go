@@ -34,17 +34,20 @@ type Peer struct {
 	// nothing is staged; written under mu.
 	hasStaged atomic.Bool
 
-	mu          sync.Mutex // guards the fields below up to the blank line
-	hs          *noise.Handshake
-	hsIndex     uint32 // index of the in-flight handshake in d.index, 0 if none
-	kps         noise.Keypairs
-	timers      timers.Timers
-	keepalive   uint16 // persistent keepalive interval in seconds
-	lastInitAt  time.Time
-	lastHSAt    time.Time // last completed handshake
-	staged      [][]byte  // copies of packets waiting for a session, oldest first
-	scheduledAt time.Time // deadline the timer wheel holds for us (zero: none)
-	stagedDue   bool      // a session is up: the wheel sends the staged packets
+	mu         sync.Mutex // guards the fields below up to the blank line
+	hs         *noise.Handshake
+	hsIndex    uint32 // index of the in-flight handshake in d.index, 0 if none
+	kps        noise.Keypairs
+	timers     timers.Timers
+	keepalive  uint16 // persistent keepalive interval in seconds
+	lastInitAt time.Time
+	// initByCookie: the last initiation was the immediate retry that a
+	// cookie reply allows once per attempt.
+	initByCookie bool
+	lastHSAt     time.Time // last completed handshake
+	staged       [][]byte  // copies of packets waiting for a session, oldest first
+	scheduledAt  time.Time // deadline the timer wheel holds for us (zero: none)
+	stagedDue    bool      // a session is up: the wheel sends the staged packets
 
 	// removed is set once, when the peer is removed, before its routes go
 	// (see removePeerLocked); it is atomic so that the receive path can
