@@ -369,7 +369,10 @@ func TestMTUChangesUnderTraffic(t *testing.T) {
 		return int(a.dev.mtu.Load()) == 9000 && int(b.dev.mtu.Load()) == 9000
 	})
 	pkt := udpPacket(addrA, addrB, 424242, 9000-28)
-	ta.Inject(pkt)
+	// Behind whatever the loop above left queued in a's TUN.
+	if err := ta.InjectContext(context.Background(), pkt); err != nil {
+		t.Fatal(err)
+	}
 	for {
 		got := next(t, b.tun, 5*time.Second)
 		if len(got) < 32 || binary.BigEndian.Uint32(got[28:]) != 424242 {
