@@ -68,8 +68,13 @@ func link(t testing.TB, a, b *node) {
 
 func memPair(t testing.TB, nopts membind.NetOptions) (a, b *node) {
 	t.Helper()
+	return memPairOn(t, membind.NewNetwork(nopts))
+}
+
+// memPairOn is memPair on a network the caller keeps, to add other binds.
+func memPairOn(t testing.TB, netw *membind.Network) (a, b *node) {
+	t.Helper()
 	checkGoroutines(t)
-	netw := membind.NewNetwork(nopts)
 	hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	a = newNode(t, memtun.New("a", 1420, 4096), netw.NewBind(hostA), addrA, hostA, Options{})
 	b = newNode(t, memtun.New("b", 1420, 4096), netw.NewBind(hostB), addrB, hostB, Options{})

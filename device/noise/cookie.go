@@ -54,6 +54,7 @@ func cookieSource(buf []byte, src netip.AddrPort) []byte {
 type CookieChecker struct {
 	mac1Key   [hashSize]byte // immutable
 	cookieKey [hashSize]byte // immutable
+	mac1      macPool        // keyed with mac1Key
 
 	mu        sync.RWMutex // guards rand, secret and secretSet
 	rand      io.Reader
@@ -66,6 +67,7 @@ type CookieChecker struct {
 func NewCookieChecker(local PublicKey, rand io.Reader) *CookieChecker {
 	c := &CookieChecker{rand: rand}
 	c.mac1Key, c.cookieKey = macKeys(&local)
+	c.mac1.key = c.mac1Key
 	return c
 }
 
@@ -76,7 +78,7 @@ func (c *CookieChecker) CheckMAC1(msg []byte) bool {
 	if !ok {
 		return false
 	}
-	want := mac(c.mac1Key[:], msg[:m1])
+	want := c.mac1.mac(msg[:m1])
 	return subtle.ConstantTimeCompare(want[:], msg[m1:m2]) == 1
 }
 
