@@ -313,9 +313,9 @@ func TestPacketAboveBufferIsDroppedNotSent(t *testing.T) {
 const tunHeadroomForTest = stagedFrom
 
 // The MTU goes up and down on both ends while traffic sized to the current
-// MTU flows: no panic, nothing unauthenticated on the wire, packets read
-// before a change reached the device are dropped and counted, and once the
-// device has seen the new MTU, packets of that size get through.
+// MTU flows: no panic, nothing unauthenticated on the wire, and packets read
+// before a change reached the device are dropped and counted. (That a packet
+// of the new size then gets through is TestReceiveBuffersFollowMTURaise.)
 func TestMTUChangesUnderTraffic(t *testing.T) {
 	a, b, aa, ab := auditedPair(t)
 	ta, tb := a.tun.(*memtun.Device), b.tun.(*memtun.Device)
@@ -362,27 +362,6 @@ func TestMTUChangesUnderTraffic(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	// Settle at a large MTU and check a packet of exactly that size crosses.
-	tb.SetMTU(9000)
-	ta.SetMTU(9000)
-	eventually(t, 5*time.Second, "devices see MTU 9000", func() bool {
-		return int(a.dev.mtu.Load()) == 9000 && int(b.dev.mtu.Load()) == 9000
-	})
-	pkt := udpPacket(addrA, addrB, 424242, 9000-28)
-	// Behind whatever the loop above left queued in a's TUN.
-	if err := ta.InjectContext(context.Background(), pkt); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		got := next(t, b.tun, 5*time.Second)
-		if len(got) < 32 || binary.BigEndian.Uint32(got[28:]) != 424242 {
-			continue // still draining the traffic of the loop above
-		}
-		if string(got) != string(pkt) {
-			t.Fatalf("a %d-byte packet at MTU 9000 arrived as %d bytes", len(pkt), len(got))
-		}
-		break
-	}
 	aa.verdict(t)
 	ab.verdict(t)
 	t.Logf("tx_drop_too_big a=%d b=%d", counter(a.dev.Status(), "tx_drop_too_big"), counter(b.dev.Status(), "tx_drop_too_big"))
