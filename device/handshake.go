@@ -269,8 +269,10 @@ func (d *Device) handleResponse(msg []byte, ep conn.Endpoint, now time.Time) {
 	}
 	p.installLocked(nkp, r.Receiver)
 	// Counted before anything can use the session, so that a reader who has
-	// seen data under it also sees the handshake in the transfer bytes.
+	// seen data under it also sees the handshake in the transfer bytes and
+	// in handshakes_completed.
 	p.rxBytes.Add(uint64(len(msg)))
+	d.ctr.inc(cHandshakesCompleted)
 	p.timers.HandshakeComplete(now)
 	p.timers.SessionDerived(now)
 	p.timers.AuthenticatedReceived(now)
@@ -280,7 +282,6 @@ func (d *Device) handleResponse(msg []byte, ep conn.Endpoint, now time.Time) {
 	haveStaged := len(p.staged) > 0
 	p.sendStagedSoonLocked(now)
 	p.mu.Unlock()
-	d.ctr.inc(cHandshakesCompleted)
 	p.setEndpoint(ep)
 	if !haveStaged {
 		// The responder needs data under the new keys to confirm them.
