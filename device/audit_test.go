@@ -293,7 +293,7 @@ func TestPacketAboveBufferIsDroppedNotSent(t *testing.T) {
 	ta := a.tun.(*memtun.Device)
 	ta.Inject(udpPacket(addrA, addrB, 1, 100))
 	next(t, b.tun, 5*time.Second)
-	big := bufSizeFor(1420) - tunHeadroomForTest - 8 // fits the buffer, not with the tag
+	big := bufSizeFor(1420) - stagedFrom - 8 // fits the buffer, not with the tag
 	if err := ta.Inject(udpPacket(addrA, addrB, 2, big-28)); err != nil {
 		t.Fatal(err)
 	}
@@ -308,9 +308,6 @@ func TestPacketAboveBufferIsDroppedNotSent(t *testing.T) {
 	aa.verdict(t)
 	ab.verdict(t)
 }
-
-// tunHeadroomForTest is where the plaintext starts in a buffer.
-const tunHeadroomForTest = stagedFrom
 
 // The MTU goes up and down on both ends while traffic sized to the current
 // MTU flows: no panic, nothing unauthenticated on the wire, and packets read

@@ -157,15 +157,9 @@ const smallBatch = 4
 // count of those is returned for the caller to count as a drop.
 func copyInto(dst, src *batch, n, from int) (dropped int) {
 	for i := 0; i < n; i++ {
-		size := src.sizes[i]
-		if from+size > len(dst.bufs[dst.n]) {
+		if !appendPacket(dst, src, i, from, false) {
 			dropped++
-			continue
 		}
-		copy(dst.bufs[dst.n][from:from+size], src.bufs[i][from:from+size])
-		dst.sizes[dst.n] = size
-		dst.eps[dst.n] = src.eps[i]
-		dst.n++
 	}
 	return dropped
 }
@@ -176,12 +170,20 @@ func copyInto(dst, src *batch, n, from int) (dropped int) {
 // pool's retirement or be too small for its batches. It reports false, and
 // moves nothing, when the packet does not fit dst's buffer.
 func moveInto(dst, src *batch, j, from int) bool {
+	return appendPacket(dst, src, j, from, dst.pool == src.pool)
+}
+
+// appendPacket appends packet j of src (bytes [from, from+size) of its
+// buffer) to dst, by swapping buffers if swap is set, else by copying; a
+// copy that does not fit dst's buffer is refused (false).
+func appendPacket(dst, src *batch, j, from int, swap bool) bool {
 	size := src.sizes[j]
-	if dst.pool == src.pool {
+	switch {
+	case swap:
 		dst.bufs[dst.n], src.bufs[j] = src.bufs[j], dst.bufs[dst.n]
-	} else if from+size > len(dst.bufs[dst.n]) {
+	case from+size > len(dst.bufs[dst.n]):
 		return false
-	} else {
+	default:
 		copy(dst.bufs[dst.n][from:from+size], src.bufs[j][from:from+size])
 	}
 	dst.sizes[dst.n] = size

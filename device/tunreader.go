@@ -66,9 +66,10 @@ func (d *Device) tunReadFailed(retry *retryPolicy, err error, progress bool) boo
 	// The likeliest cause of a read error is a packet that outgrew our
 	// buffers because the MTU went up before we heard of it (wireguard-go's
 	// TUN reports that as a plain "overflows" error, and an interface in
-	// another namespace is only polled for its MTU): re-read it. The retry
-	// policy below bounds how often a persistent error gets here.
-	d.mtuChanged()
+	// another namespace is only polled for its MTU): look again, at most
+	// every mtuProbeEvery, so that an error that comes with packets (and so
+	// with no back-off) does not cost an MTU syscall per read.
+	d.probeMTU()
 	d.ctr.inc(cTxTUNReadErrors)
 	if progress {
 		return true
