@@ -14,6 +14,7 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/device/aqm"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/tun"
 	"github.com/urfave/cli/v3"
@@ -175,11 +176,21 @@ func runDaemonChild(iface string) error {
 // file being removed.
 func serve(name string, t tun.Device, l *ipc.Listener) error {
 	logf, errf := loggers(fmt.Sprintf("fips-go(%s): ", name))
+	switch v := os.Getenv("FIPS_GO_SCHED"); v {
+	case "", "fifo":
+		if err := raiseScheduling(); err != nil {
+			logf("scheduling left as it was (latency under load will be higher): %v", err)
+		}
+	case "normal":
+	default:
+		errf("FIPS_GO_SCHED=%q: want fifo or normal; leaving the scheduler alone", v)
+	}
 	d, err := device.New(t, conn.NewDefault(bindOptions(logf)), device.Options{
 		Logf:       errf,
 		Timers:     testTimerParams(),
 		GROBuffers: envInt("FIPS_GO_TUN_GRO_BUFFERS", 16),
 		PeerQueue:  envInt("FIPS_GO_PEER_QUEUE", 0),
+		AQM:        aqmParams(errf),
 	})
 	if err != nil {
 		l.Close()
@@ -222,6 +233,32 @@ func bindOptions(logf func(string, ...any)) conn.Options {
 		DisableGRO: envBool("FIPS_GO_DISABLE_GRO"),
 		Logf:       logf,
 	}
+}
+
+// aqmParams reads FIPS_GO_AQM_TARGET and FIPS_GO_AQM_INTERVAL (Go
+// durations, e.g. 1ms; a target of "off" turns queue management off). A
+// value that does not parse is reported and the default kept.
+func aqmParams(errf func(string, ...any)) aqm.Params {
+	var p aqm.Params
+	if v := os.Getenv("FIPS_GO_AQM_TARGET"); v == "off" {
+		p.Target = -1
+	} else if v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errf("FIPS_GO_AQM_TARGET=%q: want a positive duration such as 1ms, or off; using the default", v)
+		} else {
+			p.Target = d
+		}
+	}
+	if v := os.Getenv("FIPS_GO_AQM_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errf("FIPS_GO_AQM_INTERVAL=%q: want a positive duration such as 10ms; using the default", v)
+		} else {
+			p.Interval = d
+		}
+	}
+	return p
 }
 
 func envInt(k string, def int) int {

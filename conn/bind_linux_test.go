@@ -408,3 +408,21 @@ func TestFixedPortTakenOnIPv6(t *testing.T) {
 	}
 	c4.Close()
 }
+
+// Every datagram received is timed in the socket's sojourn histogram, with
+// and without GRO.
+func TestRxSojournCounted(t *testing.T) {
+	for _, gro := range []bool{true, false} {
+		a, b := openEnd(t, Options{}), openEnd(t, Options{DisableGRO: !gro})
+		want := burst(64, 1000)
+		if err := a.b.Send(want, Endpoint{Dst: b.at(lo4)}); err != nil {
+			t.Fatal(err)
+		}
+		bufs, _, _ := rxBufs(64, 1500)
+		recvN(t, b, b.fns[0], len(want), bufs)
+		s := b.b.Stats().RxSojourn
+		if got := s.Total(); got != uint64(len(want)) {
+			t.Fatalf("gro %v: %d datagrams timed, want %d", gro, got, len(want))
+		}
+	}
+}

@@ -23,6 +23,8 @@ import (
 //	SOL_UDP     UDP_SEGMENT   uint16     segment size for a GSO send
 //	IPPROTO_IP  IP_PKTINFO    in_pktinfo  {ifindex i32, spec_dst [4], addr [4]}
 //	IPPROTO_IPV6 IPV6_PKTINFO in6_pktinfo {addr [16], ifindex u32}
+//	SOL_SOCKET  SO_TIMESTAMPNS_NEW  {sec i64, nsec i64}  kernel receive time
+//	SOL_SOCKET  SO_TIMESTAMPNS_OLD  timespec (native long fields), same
 //
 // All integers are in host byte order.
 
@@ -37,9 +39,10 @@ const (
 	segSpace      = cmsgHdrSpace + (4+cmsgAlignTo-1)&^(cmsgAlignTo-1)
 	pktinfo6Space = cmsgHdrSpace + (unix.SizeofInet6Pktinfo+cmsgAlignTo-1)&^(cmsgAlignTo-1)
 
-	// rxCtrlSpace is the control buffer per received message. GRO and one
-	// PKTINFO need 64 bytes on 64-bit; the rest is slack so that an option
-	// other code enables on the socket truncates nothing we need.
+	// rxCtrlSpace is the control buffer per received message. GRO, one
+	// PKTINFO and a timestamp need 96 bytes on 64-bit; the rest is slack so
+	// that an option other code enables on the socket truncates nothing we
+	// need.
 	rxCtrlSpace = 2 * (segSpace + pktinfo6Space)
 	// txCtrlSpace fits the largest control a send writes: PKTINFO plus
 	// UDP_SEGMENT.
@@ -61,6 +64,9 @@ type control struct {
 	src netip.Addr
 	// ifIndex is the interface of src (0 when unknown or not wanted).
 	ifIndex int32
+	// rxTime is when the kernel received the datagram, in Unix nanoseconds
+	// (SO_TIMESTAMPNS); 0 when the socket does not report it.
+	rxTime int64
 }
 
 // errBadControl reports a control buffer that does not parse.
@@ -120,6 +126,19 @@ func (c *control) parseOne(level, typ int32, data []byte) error {
 		}
 		c.ifIndex = int32(binary.NativeEndian.Uint32(data))
 		c.src = netip.AddrFrom4([4]byte(data[4:8]))
+	case level == unix.SOL_SOCKET && (typ == unix.SO_TIMESTAMPNS_NEW || typ == unix.SO_TIMESTAMPNS_OLD):
+		// The new form is two int64s everywhere; the old one is a native
+		// timespec, whose fields are 32 bits wide on 32-bit systems.
+		switch {
+		case typ == unix.SO_TIMESTAMPNS_OLD && unix.SizeofPtr == 4 && len(data) >= 8:
+			sec, nsec := int32(binary.NativeEndian.Uint32(data)), int32(binary.NativeEndian.Uint32(data[4:]))
+			c.rxTime = int64(sec)*1e9 + int64(nsec)
+		case len(data) >= 16:
+			sec, nsec := int64(binary.NativeEndian.Uint64(data)), int64(binary.NativeEndian.Uint64(data[8:]))
+			c.rxTime = sec*1e9 + nsec
+		default:
+			return short()
+		}
 	case level == unix.IPPROTO_IPV6 && typ == unix.IPV6_PKTINFO:
 		if len(data) < unix.SizeofInet6Pktinfo {
 			return short()

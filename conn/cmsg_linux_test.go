@@ -162,3 +162,27 @@ func FuzzParseControl(f *testing.F) {
 		}
 	})
 }
+
+// The kernel's receive timestamp, in either layout, becomes Unix
+// nanoseconds; a cut one is an error.
+func TestParseTimestamp(t *testing.T) {
+	b := make([]byte, cmsgSpace(16))
+	d := putCmsgHeader(b, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS_NEW, 16)
+	binary.NativeEndian.PutUint64(d, 1700000000)
+	binary.NativeEndian.PutUint64(d[8:], 123456789)
+	c, err := parseControl(append(b, kernelGRO(1420, [4]byte{127, 0, 0, 1}, 1)...))
+	if err != nil || c.rxTime != 1700000000_123456789 || c.segSize != 1420 {
+		t.Fatalf("got %+v, %v", c, err)
+	}
+	if unix.SizeofPtr == 8 {
+		putCmsgHeader(b, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS_OLD, 16)
+		if c, err := parseControl(b); err != nil || c.rxTime != 1700000000_123456789 {
+			t.Fatalf("old layout: got %+v, %v", c, err)
+		}
+	}
+	short := make([]byte, cmsgSpace(4))
+	putCmsgHeader(short, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS_NEW, 4)
+	if c, err := parseControl(short); err == nil {
+		t.Fatalf("cut timestamp parsed as %+v", c)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+
+	"github.com/fips-go/fips-go/internal/hist"
 )
 
 // Endpoint is a peer's UDP address plus, for sticky sockets, the local
@@ -84,6 +86,12 @@ type Stats struct {
 	RxMessages uint64
 	TxPackets  uint64
 	TxMessages uint64
+
+	// RxSojourn is how long received datagrams waited between the kernel
+	// receiving them and the bind handing them out: the socket's queue
+	// plus the wait for a reader. Empty where the kernel gives no receive
+	// timestamps.
+	RxSojourn hist.Snapshot
 }
 
 // StatsBind is implemented by binds that keep Stats.

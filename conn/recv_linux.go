@@ -2,6 +2,7 @@ package conn
 
 import (
 	"net/netip"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -113,33 +114,41 @@ func (r *receiver) prepare(i int, buf []byte) {
 
 // decode reads the peer and control of message i after a read. ok false
 // means drop it; the reason is counted.
-func (r *receiver) decode(i int) (ep Endpoint, seg int, ok bool) {
+func (r *receiver) decode(i int) (ep Endpoint, seg int, rxTime int64, ok bool) {
 	h := &r.msgs[i].Hdr
 	if h.Flags&unix.MSG_TRUNC != 0 {
 		r.stats.rxOversize.Add(1)
-		return Endpoint{}, 0, false
+		return Endpoint{}, 0, 0, false
 	}
 	if h.Flags&unix.MSG_CTRUNC != 0 {
 		r.stats.rxBadControl.Add(1)
-		return Endpoint{}, 0, false
+		return Endpoint{}, 0, 0, false
 	}
 	dst, ok := parseSockaddr(r.names[i][:min(int(h.Namelen), len(sockaddrBuf{}))])
 	if !ok {
 		r.stats.rxBadControl.Add(1)
-		return Endpoint{}, 0, false
+		return Endpoint{}, 0, 0, false
 	}
 	ctl := r.ctrl[i*rxCtrlSpace : (i+1)*rxCtrlSpace]
 	c, err := parseControl(ctl[:min(int(h.Controllen), len(ctl))])
 	if err != nil {
 		r.stats.rxBadControl.Add(1)
-		return Endpoint{}, 0, false
+		return Endpoint{}, 0, 0, false
 	}
 	ep = Endpoint{
 		Dst:        netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()),
 		Src:        c.src.Unmap(),
 		SrcIfIndex: c.ifIndex,
 	}
-	return ep, c.segSize, true
+	return ep, c.segSize, c.rxTime, true
+}
+
+// observe counts the socket sojourn of n datagrams the kernel received at
+// rxTime (0: no timestamp) and that a read returned at now.
+func (r *receiver) observe(now, rxTime int64, n int) {
+	if rxTime != 0 {
+		r.stats.rxSojourn.ObserveN(time.Duration(now-rxTime), uint64(n))
+	}
 }
 
 // forget drops the references the iovecs hold to the caller's buffers.
@@ -162,12 +171,14 @@ func (r *receiver) receiveDirect(bufs [][]byte, sizes []int, eps []Endpoint) (in
 		if err != nil {
 			return 0, err
 		}
+		now := time.Now().UnixNano()
 		out := 0
 		for i := range got {
-			ep, _, ok := r.decode(i)
+			ep, _, rxTime, ok := r.decode(i)
 			if !ok {
 				continue
 			}
+			r.observe(now, rxTime, 1)
 			l := int(r.msgs[i].Len)
 			if out != i {
 				// Rare: only after a dropped message. Keep the batch dense.
@@ -216,8 +227,9 @@ func (r *receiver) readGRO() error {
 		return err
 	}
 	r.next, r.nheld, r.refused = 0, 0, 0
+	now := time.Now().UnixNano()
 	for i := range got {
-		ep, seg, ok := r.decode(i)
+		ep, seg, rxTime, ok := r.decode(i)
 		if !ok {
 			continue
 		}
@@ -228,6 +240,7 @@ func (r *receiver) readGRO() error {
 		} else {
 			seg = l
 		}
+		r.observe(now, rxTime, left)
 		r.held[r.nheld] = heldMsg{data: r.gro[i][:l], seg: seg, left: left, ep: ep}
 		r.nheld++
 	}

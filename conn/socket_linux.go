@@ -63,6 +63,18 @@ func newUDPSocket(c *net.UDPConn, v6 bool, o Options, mark uint32, st *counters)
 	} else {
 		s.pktinfo = true
 	}
+	// Kernel receive timestamps measure how long datagrams wait in the
+	// socket's queue (Stats.RxSojourn): the standing queue of a loaded
+	// tunnel sits there, and the only way to see it is to time it.
+	err = sockoptControl(c, func(fd int) error {
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS_NEW, 1) == nil {
+			return nil
+		}
+		return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS_OLD, 1)
+	})
+	if err != nil {
+		o.Logf("conn: no receive timestamps, socket sojourn not measured: %v", err)
+	}
 	if !o.DisableGRO {
 		err := sockoptControl(c, func(fd int) error { return unix.SetsockoptInt(fd, unix.SOL_UDP, unix.UDP_GRO, 1) })
 		if err != nil {

@@ -1,6 +1,10 @@
 package conn
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/fips-go/fips-go/internal/hist"
+)
 
 // counters are a bind's Stats as atomics, updated once per batch on the data
 // path rather than once per packet where the code allows.
@@ -16,6 +20,7 @@ type counters struct {
 	rxMessages     atomic.Uint64
 	txPackets      atomic.Uint64
 	txMessages     atomic.Uint64
+	rxSojourn      hist.Hist
 }
 
 func (c *counters) snapshot() Stats {
@@ -31,5 +36,6 @@ func (c *counters) snapshot() Stats {
 		RxMessages:     c.rxMessages.Load(),
 		TxPackets:      c.txPackets.Load(),
 		TxMessages:     c.txMessages.Load(),
+		RxSojourn:      c.rxSojourn.Snapshot(),
 	}
 }

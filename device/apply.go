@@ -303,6 +303,10 @@ func (d *Device) counterSnapshot() []Counter {
 			Counter{"bind_send_errors", s.SendErrors},
 			Counter{"bind_sticky_fallbacks", s.StickyFallback},
 		)
+		out = appendSojourn(out, "rx_socket", s.RxSojourn)
+	}
+	for s := range numStages {
+		out = appendSojourn(out, stageNames[s], d.sojourn[s].Snapshot())
 	}
 	return out
 }

@@ -40,6 +40,10 @@ const (
 	cTxTUNReadPanics
 	cRxReceiveErrors
 	cRxTUNWriteErrors
+	cTxAQMDrops
+	cTxAQMMarks
+	cRxAQMDrops
+	cRxAQMMarks
 	numCounters
 )
 
@@ -77,6 +81,10 @@ var counterNames = [numCounters]string{
 	cTxTUNReadPanics:              "tx_tun_read_panics",
 	cRxReceiveErrors:              "rx_receive_errors",
 	cRxTUNWriteErrors:             "rx_tun_write_errors",
+	cTxAQMDrops:                   "tx_aqm_drops",
+	cTxAQMMarks:                   "tx_aqm_ecn_marks",
+	cRxAQMDrops:                   "rx_aqm_drops",
+	cRxAQMMarks:                   "rx_aqm_ecn_marks",
 }
 
 // counters is the device's set; each is cumulative and updated atomically.

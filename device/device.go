@@ -8,6 +8,8 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/fips-go/fips-go/device/aqm"
+	"github.com/fips-go/fips-go/internal/hist"
 	"io"
 	"runtime"
 	"sync"
@@ -55,6 +57,9 @@ type Options struct {
 	// to merge each flow's packets. 0 turns this off (in-memory and netstack
 	// TUNs coalesce on their own).
 	GROBuffers int
+	// AQM sets the sojourn-time controller on each peer's queues (zero:
+	// aqm's defaults, 1 ms target, 10 ms interval; negative Target: off).
+	AQM aqm.Params
 	// ListenPort is the UDP port to open at start (0 picks one).
 	ListenPort uint16
 	// Timers shortens protocol times for tests; the zero value is the
@@ -105,6 +110,7 @@ func (o *Options) setDefaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	o.AQM = o.AQM.WithDefaults()
 	if o.Rand == nil {
 		o.Rand = rand.Reader
 	}
@@ -141,6 +147,8 @@ type Device struct {
 	staging      *stagePool
 	gro          *groBufs // nil when GROBuffers is 0
 	ctr          counters
+	aqmOff       bool // opts.AQM.Off(), read per batch
+	sojourn      [numStages]hist.Hist
 	index        *noise.IndexTable[indexEntry]
 	wheel        *timerWheel
 	limit        *ratelimit.Limiter
@@ -188,6 +196,7 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 	opts.setDefaults()
 	d := &Device{
 		opts:    opts,
+		aqmOff:  opts.AQM.Off(),
 		tun:     t,
 		bind:    b,
 		tp:      opts.Timers.WithDefaults(),

@@ -64,6 +64,7 @@ type Peer struct {
 	sendq   *sequencer
 	sendOut [][]byte // datagrams of one flush, guarded by sendq.flushMu
 	recvq   *sequencer
+	aqm     peerAQM
 	heapIdx int       // position in the timer wheel heap, guarded by wheel.mu; -1 when absent
 	wheelAt time.Time // guarded by wheel.mu
 	idle    idleMark  // touched only by the wheel's goroutine
@@ -81,6 +82,7 @@ func (d *Device) newPeer(pub noise.PublicKey) *Peer {
 		heapIdx: -1,
 	}
 	p.timers.Init(d.tp)
+	p.aqm.init(d.opts.AQM)
 	return p
 }
 

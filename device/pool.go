@@ -2,6 +2,7 @@ package device
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device/noise"
@@ -33,11 +34,15 @@ type batch struct {
 	sendKP *noise.Keypair // outbound: the keypair the counters belong to
 	recvKP *keypair       // inbound: the keypair the datagrams name
 	done   atomic.Bool    // crypto finished; the sequencer may flush it
+	// born is when a reader returned the batch's packets (zero for
+	// batches made elsewhere), for the sojourn-time histograms.
+	born time.Time
 }
 
 func (b *batch) reset() {
 	b.n = 0
 	b.peer, b.sendKP, b.recvKP = nil, nil, nil
+	b.born = time.Time{}
 	b.done.Store(false)
 }
 
@@ -188,6 +193,7 @@ func appendPacket(dst, src *batch, j, from int, swap bool) bool {
 	}
 	dst.sizes[dst.n] = size
 	dst.eps[dst.n] = src.eps[j]
+	dst.born = src.born
 	dst.n++
 	return true
 }

@@ -157,6 +157,9 @@ func (p *Peer) deliver(b *batch) {
 		b.release()
 		return
 	}
+	sojourn := now.Sub(b.born)
+	aqmOn := !d.aqmOff && !b.born.IsZero()
+	behind := len(p.recvq.slots) > 0
 	for i := 0; i < b.n; i++ {
 		if !b.ok[i] {
 			d.ctr.inc(cRxDecryptFailed)
@@ -183,6 +186,9 @@ func (p *Peer) deliver(b *batch) {
 			continue
 		}
 		data++
+		if aqmOn && !p.aqmInbound(pkt, sojourn, now, !behind && i == b.n-1) {
+			continue
+		}
 		b.out = append(b.out, b.bufs[i][:stagedFrom+size])
 	}
 	d.aipMu.RUnlock()
@@ -203,6 +209,7 @@ func (p *Peer) deliver(b *batch) {
 		if n > 0 {
 			d.gro.returnHeads(&lent, n)
 		}
+		d.observe(stageRx, b, len(b.out), d.now())
 	}
 	b.release()
 }

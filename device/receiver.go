@@ -41,6 +41,7 @@ func (d *Device) receiver(fn conn.ReceiveFunc) {
 			}
 		}
 		retry.ok()
+		rb.born = d.now()
 		rb = d.routeInbound(rb, n)
 	}
 	if rb != nil {

@@ -224,7 +224,8 @@ func (p *Peer) sendKeepalive(now time.Time) {
 }
 
 // seal encrypts every packet of an outbound batch in place and ends the
-// hold sendBatch took on the keypair. A packet that would not fit its buffer
+// hold sendBatch took on the keypair. The queue manager looks at the batch
+// first and may mark or drop packets (see aqmOutbound). A packet that would not fit its buffer
 // sealed (one read before an MTU raise reached us), or whose output is not
 // a full ciphertext, is dropped and counted (size 0): nothing but a whole
 // ciphertext may ever reach the wire.
@@ -232,10 +233,14 @@ func (d *Device) seal(b *batch) {
 	kp := b.sendKP
 	mtu := int(d.mtu.Load())
 	dropped := 0
+	b.peer.aqmOutbound(b, d.now())
 	for i := 0; i < b.n; i++ {
 		buf := b.bufs[i]
 		size := b.sizes[i]
 		b.sizes[i] = 0
+		if size < 0 { // dropped by the queue manager, counted there
+			continue
+		}
 		if stagedFrom+size+noise.TagSize > len(buf) {
 			d.ctr.inc(cTxTooBig)
 			continue
@@ -311,7 +316,9 @@ func (p *Peer) flushSend(bs []*batch) {
 	}
 	flush()
 	p.sendOut = out
+	now := d.now()
 	for _, b := range bs {
+		d.observe(stageTx, b, b.n, now)
 		b.release()
 	}
 }

@@ -35,6 +35,7 @@ func (d *Device) tunReader() {
 			continue
 		}
 		retry.ok()
+		rb.born = d.now()
 		rb = d.routeOutbound(rb, n)
 	}
 	if rb != nil {

@@ -48,10 +48,11 @@ func FormatShow(w io.Writer, iface string, st device.Status, opts ShowOptions) e
 		showPeer(bw, ps, now, opts)
 	}
 	if opts.Counters && len(st.Counters) > 0 {
+		stages, snaps, counters := sojournStages(st.Counters)
 		// Only what happened: a list of zeros hides the one that matters.
 		bw.WriteString("\ncounters:\n")
 		zero := 0
-		for _, c := range st.Counters {
+		for _, c := range counters {
 			if c.Value == 0 {
 				zero++
 				continue
@@ -61,6 +62,7 @@ func FormatShow(w io.Writer, iface string, st device.Status, opts ShowOptions) e
 		if zero > 0 {
 			fmt.Fprintf(bw, "  (%d more, all zero)\n", zero)
 		}
+		writeSojourn(bw, stages, snaps)
 	}
 	return bw.Flush()
 }

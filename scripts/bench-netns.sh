@@ -51,8 +51,14 @@ setup() { # impl
   PA=$(ip netns pids $NA | head -1); PB=$(ip netns pids $NB | head -1)
 }
 
-rtt() { # ns dst count -> avg ms
-  ip netns exec "$1" ping -q -c "$3" -i 0.05 "$2" | awk -F/ '/rtt|round-trip/{print $5}'
+rtt() { # ns dst count -> "median/p90" ms of count pings at 20 Hz (lost: +N lost)
+  ip netns exec "$1" ping -n -c "$3" -i 0.05 -W 1 "$2" | python3 -c '
+import sys, re
+t = sorted(float(m.group(1)) for m in (re.search(r"time=([0-9.]+)", l) for l in sys.stdin) if m)
+n = int(sys.argv[1])
+if not t: print("lost"); sys.exit()
+q = lambda f: t[min(len(t) - 1, int(f * len(t)))]
+print("%.2f/%.2f" % (q(0.5), q(0.9)) + ("" if len(t) == n else " (%d lost)" % (n - len(t))))' "$3"
 }
 
 run_iperf() { # label impl extra-args
@@ -63,24 +69,35 @@ run_iperf() { # label impl extra-args
   c0a=$(cpu_ticks $PA); c0b=$(cpu_ticks $PB)
   ip netns exec $NA iperf3 -c 10.77.0.2 -t "$secs" -J "$@" > /tmp/fbench.json &
   local ip=$!
-  sleep $((secs / 2))
-  local loaded; loaded=$(rtt $NA 10.77.0.2 10)
+  # 100 pings at 20 Hz from 2 s in: the queue has built by then.
+  sleep 2
+  local loaded; loaded=$(rtt $NA 10.77.0.2 100)
   wait $ip
   local c1a c1b; c1a=$(cpu_ticks $PA); c1b=$(cpu_ticks $PB)
   local bytes gbps cpu
   bytes=$(python3 -c 'import json,sys;d=json.load(open("/tmp/fbench.json"));print(int(d["end"]["sum_received"]["bytes"]))')
   gbps=$(python3 -c 'import json;d=json.load(open("/tmp/fbench.json"));print("%.2f"%(d["end"]["sum_received"]["bits_per_second"]/1e9))')
   cpu=$(python3 -c "print('%.2f'%(((($c1a-$c0a)+($c1b-$c0b))/$clk)/($bytes/1e9)))")
-  printf '| %-12s | %-16s | %6s Gbit/s | %6s s/GB | %5s ms |\n' "$impl" "$label" "$gbps" "$cpu" "$loaded"
+  printf '| %-14s | %-17s | %6s Gbit/s | %6s s/GB | %11s ms |\n' "$impl" "$label" "$gbps" "$cpu" "$loaded"
 }
 
-echo "| impl         | test             | throughput    | CPU/GB    | RTT loaded |"
+run_udp() { # impl: a stream of single-packet UDP datagrams at 130 Mbit/s
+  ip netns exec $NB iperf3 -s -1 -D -I /tmp/fbench-iperf.pid >/dev/null
+  sleep 0.3
+  ip netns exec $NA iperf3 -c 10.77.0.2 -u -b 130M -l 1392 -t "$secs" -J > /tmp/fbench.json
+  local got
+  got=$(python3 -c 'import json;d=json.load(open("/tmp/fbench.json"))["end"]["sum"];print("%.2f%% of %d delivered"%(100-d["lost_percent"],d["packets"]))')
+  printf '| %-14s | %-17s | %s |\n' "$1" "udp 130 Mbit/s" "$got"
+}
+
+echo "| impl           | test              | throughput    | CPU/GB    | RTT p50/p90    |"
 for impl in ${impls[@]}; do
   setup "$impl"
-  idle=$(rtt $NA 10.77.0.2 20)
+  idle=$(rtt $NA 10.77.0.2 100)
   run_iperf "1 stream"          "$impl"
   run_iperf "1 stream reverse"  "$impl" -R
   run_iperf "4 streams"         "$impl" -P 4
   run_iperf "4 streams reverse" "$impl" -P 4 -R
+  run_udp "$impl"
   echo "|   $impl: idle RTT ${idle} ms, peak RSS $(( $(hwm_kb $PA) / 1024 )) / $(( $(hwm_kb $PB) / 1024 )) MiB"
 done
