@@ -176,15 +176,6 @@ func runDaemonChild(iface string) error {
 // file being removed.
 func serve(name string, t tun.Device, l *ipc.Listener) error {
 	logf, errf := loggers(fmt.Sprintf("fips-go(%s): ", name))
-	switch v := os.Getenv("FIPS_GO_SCHED"); v {
-	case "", "fifo":
-		if err := raiseScheduling(); err != nil {
-			logf("scheduling left as it was (latency under load will be higher): %v", err)
-		}
-	case "normal":
-	default:
-		errf("FIPS_GO_SCHED=%q: want fifo or normal; leaving the scheduler alone", v)
-	}
 	d, err := device.New(t, conn.NewDefault(bindOptions(logf)), device.Options{
 		Logf:       errf,
 		Timers:     testTimerParams(),
