@@ -22,16 +22,12 @@ func (a *peerAQM) init(p aqm.Params) {
 	a.tx, a.rx = aqm.New(p), aqm.New(p)
 }
 
-// aqmSmall is the size up to which packets are never signalled: pure TCP
-// ACKs, pings, DNS queries and keystrokes. Dropping one frees next to no
-// queue, and they are the packets whose latency the queue manager is there
-// to protect (a crude stand-in for fq_codel's sparse flows).
-const aqmSmall = 128
-
 // aqmOutbound runs the outbound controller over b's packets before they
 // are sealed. A packet it signals is marked CE if its flow is ECN-capable
 // and otherwise dropped (its size set to -1, which seal skips). Keepalives
-// and other small packets (aqmSmall) are never signalled.
+// and other sparse packets (sparseSize) are never signalled: dropping one
+// frees next to no queue, and theirs is the latency the controller is there
+// to protect.
 func (p *Peer) aqmOutbound(b *batch, now time.Time) {
 	d := p.d
 	if d.aqmOff || b.born.IsZero() {
@@ -43,7 +39,7 @@ func (p *Peer) aqmOutbound(b *batch, now time.Time) {
 	p.aqm.txMu.Lock()
 	for i := 0; i < b.n; i++ {
 		size := b.sizes[i]
-		if size <= aqmSmall {
+		if size <= sparseSize {
 			continue
 		}
 		empty := !behind && i == b.n-1
@@ -70,7 +66,7 @@ func (p *Peer) aqmOutbound(b *batch, now time.Time) {
 // delivered; false means drop it. Called in nonce order under recvq's
 // flushMu.
 func (p *Peer) aqmInbound(pkt []byte, sojourn time.Duration, now time.Time, empty bool) bool {
-	if len(pkt) <= aqmSmall || !p.aqm.rx.Signal(sojourn, now, empty) {
+	if len(pkt) <= sparseSize || !p.aqm.rx.Signal(sojourn, now, empty) {
 		return true
 	}
 	if aqm.Mark(pkt) {

@@ -86,8 +86,7 @@ func TestAQMMarksECTAndDropsTheRest(t *testing.T) {
 	}
 	got, marked, gotSmall := 0, 0, 0
 	for {
-		st := b.dev.Status()
-		drops := counter(st, "rx_aqm_drops")
+		drops := counter(b.dev.Status(), "rx_aqm_drops") + counter(a.dev.Status(), "tx_aqm_drops")
 		if uint64(got)+drops >= n+uint64(small) {
 			break
 		}
@@ -127,15 +126,19 @@ func TestAQMMarksECTAndDropsTheRest(t *testing.T) {
 			t.Fatalf("packet %d: ECN bits %d, sent %d", seq, pkt[1]&3, sent[seq])
 		}
 	}
-	st := b.dev.Status()
-	drops, marks := counter(st, "rx_aqm_drops"), counter(st, "rx_aqm_ecn_marks")
+	// The sender's own queue manager may signal too.
+	sa, sb := a.dev.Status(), b.dev.Status()
+	drops := counter(sb, "rx_aqm_drops") + counter(sa, "tx_aqm_drops")
+	marks := counter(sb, "rx_aqm_ecn_marks") + counter(sa, "tx_aqm_ecn_marks")
 	if gotSmall != small {
 		t.Fatalf("%d of %d small packets arrived", gotSmall, small)
 	}
 	if drops == 0 || marks == 0 {
 		t.Fatalf("no signals: %d drops, %d marks", drops, marks)
 	}
-	if uint64(marked) != marks || uint64(got)+drops != n+uint64(small) {
+	// A packet marked by the sender may be marked again (counted again)
+	// by the receiver, so marks counted can exceed marks seen.
+	if uint64(marked) > marks || uint64(got)+drops != n+uint64(small) {
 		t.Fatalf("received %d (%d marked) with %d drops and %d marks counted, of %d sent", got, marked, drops, marks, n)
 	}
 }

@@ -65,6 +65,13 @@ type Peer struct {
 	sendOut [][]byte // datagrams of one flush, guarded by sendq.flushMu
 	recvq   *sequencer
 	aqm     peerAQM
+	// flowq counts, per flow bucket (see flowBucket), the outbound packets
+	// queued in sendq and not yet sent: a packet whose bucket is at zero
+	// may be sent ahead of the queue without passing any of its own flow.
+	flowq [flowBuckets]atomic.Int32
+	// queued is the sum of flowq: the outbound packets queued or being
+	// sent, which bounds how far a direct send may overtake.
+	queued  atomic.Int32
 	heapIdx int       // position in the timer wheel heap, guarded by wheel.mu; -1 when absent
 	wheelAt time.Time // guarded by wheel.mu
 	idle    idleMark  // touched only by the wheel's goroutine

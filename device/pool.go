@@ -34,6 +34,10 @@ type batch struct {
 	sendKP *noise.Keypair // outbound: the keypair the counters belong to
 	recvKP *keypair       // inbound: the keypair the datagrams name
 	done   atomic.Bool    // crypto finished; the sequencer may flush it
+	// flows are the packets' flow buckets, counted in their peer's
+	// flowq while the batch is queued (outbound only).
+	flows   []uint8
+	counted bool // flows were added to the peer's flowq
 	// born is when a reader returned the batch's packets (zero for
 	// batches made elsewhere), for the sojourn-time histograms.
 	born time.Time
@@ -43,6 +47,7 @@ func (b *batch) reset() {
 	b.n = 0
 	b.peer, b.sendKP, b.recvKP = nil, nil, nil
 	b.born = time.Time{}
+	b.counted = false
 	b.done.Store(false)
 }
 
@@ -90,6 +95,7 @@ func (p *batchPool) alloc(b *batch) {
 		b.bufs[i] = backing[i*p.bufSize : (i+1)*p.bufSize : (i+1)*p.bufSize]
 	}
 	b.sizes = make([]int, n)
+	b.flows = make([]uint8, n)
 	b.counters = make([]uint64, n)
 	b.ok = make([]bool, n)
 	b.eps = make([]conn.Endpoint, n)

@@ -39,6 +39,7 @@ func (d *Device) routeOutbound(rb *batch, n int) *batch {
 			if sb := d.getSmall(); sb != nil {
 				d.ctr.add(cTxTooBig, uint64(copyInto(sb, rb, n, stagedFrom)))
 				if sb.n > 0 {
+					d.splitSparse(sb, first, now)
 					first.sendBatch(sb, now)
 				} else {
 					sb.release()
@@ -47,6 +48,7 @@ func (d *Device) routeOutbound(rb *batch, n int) *batch {
 			return rb
 		}
 		rb.n = n
+		d.splitSparse(rb, first, now)
 		first.sendBatch(rb, now)
 		return d.getBatch()
 	}
@@ -77,6 +79,61 @@ func (d *Device) routeOutbound(rb *batch, n int) *batch {
 		p.sendBatch(ob, now)
 	}
 	return rb
+}
+
+// sparseSize is the size up to which a packet counts as sparse: pure TCP
+// ACKs, pings, DNS queries, keystrokes. Such packets go ahead of a bulk
+// flow's backlog (fq_codel serves sparse flows first for the same reason)
+// and are never given congestion signals (aqmOutbound).
+const sparseSize = 128
+
+func sparseCount(sizes []int) int {
+	c := 0
+	for _, s := range sizes {
+		if s <= sparseSize {
+			c++
+		}
+	}
+	return c
+}
+
+// splitSparse takes the few sparse packets out of rb, a batch for p mixed
+// with bulk packets, and sends them first in a small batch that goes
+// direct (see goesDirect): a ping or a DNS query read along with a bulk
+// flow's packets does not wait behind that flow's backlog. Only packets of
+// flows with nothing queued qualify, and only those that no packet of
+// their own flow staying in rb precedes, so no flow is ever reordered. rb
+// keeps the rest in order. A batch of sparse packets only (the ACKs of a
+// download) is left whole. Called without txMu: the flow counts it reads
+// can only have dropped by the time the small batch is sent, and goesDirect
+// checks them again.
+func (d *Device) splitSparse(rb *batch, p *Peer, now time.Time) {
+	c := sparseCount(rb.sizes[:rb.n])
+	if c == 0 || c == rb.n || c > smallBatch {
+		return
+	}
+	sb := d.pools.Load().small.tryGet()
+	if sb == nil {
+		return
+	}
+	var stay uint64 // buckets with a packet that stays in rb, so far
+	w := 0
+	for j := 0; j < rb.n; j++ {
+		pkt := rb.bufs[j][stagedFrom : stagedFrom+rb.sizes[j]]
+		h := flowBucket(pkt)
+		if rb.sizes[j] <= sparseSize && stay&(1<<h) == 0 && p.flowq[h].Load() == 0 &&
+			sb.n < smallBatch && appendPacket(sb, rb, j, stagedFrom, false) {
+			continue
+		}
+		stay |= 1 << h
+		if w != j {
+			rb.bufs[w], rb.bufs[j] = rb.bufs[j], rb.bufs[w]
+			rb.sizes[w], rb.eps[w] = rb.sizes[j], rb.eps[j]
+		}
+		w++
+	}
+	rb.n = w
+	p.sendBatch(sb, now)
 }
 
 // sendBatch assigns nonces to b's packets in order and hands b to the crypto
@@ -118,11 +175,17 @@ func (p *Peer) sendStagedTxLocked(now time.Time) {
 func (p *Peer) sendBatchTxLocked(b *batch, now time.Time) {
 	d := p.d
 	b.peer = p
+	direct := p.goesDirect(b)
 	// Room in the sequencer first, with no lock held: a full queue makes the
 	// producer wait rather than drop.
-	if !p.sendq.reserve(d.stop) {
+	if !direct && !p.sendq.reserve(d.stop) {
 		b.release()
 		return
+	}
+	unreserve := func() {
+		if !direct {
+			p.sendq.unreserve()
+		}
 	}
 	p.mu.Lock()
 	kp := p.currentSendKeypairLocked(now)
@@ -133,7 +196,7 @@ func (p *Peer) sendBatchTxLocked(b *batch, now time.Time) {
 			p.stageLocked(b.bufs[:b.n], b.sizes[:b.n])
 		}
 		p.mu.Unlock()
-		p.sendq.unreserve()
+		unreserve()
 		b.release()
 		p.initiate(now, false)
 		return
@@ -159,15 +222,20 @@ func (p *Peer) sendBatchTxLocked(b *batch, now time.Time) {
 	p.rescheduleLocked()
 	rekey := d.tp.RekeyOnSend(kp.Created, kp.Initiator, kp.SendCount(), now)
 	queued := b.n > 0
-	if queued {
+	if queued && !direct {
 		p.sendq.push(b)
 	}
 	p.mu.Unlock()
-	if queued {
+	switch {
+	case queued && direct:
+		d.seal(b)
+		p.sendDirect(b)
+	case queued:
+		p.countFlows(b)
 		d.dispatch(b)
-	} else {
+	default:
 		kp.Release()
-		p.sendq.unreserve()
+		unreserve()
 		b.release()
 	}
 	if rekey {
@@ -318,9 +386,96 @@ func (p *Peer) flushSend(bs []*batch) {
 	p.sendOut = out
 	now := d.now()
 	for _, b := range bs {
+		p.uncountFlows(b)
 		d.observe(stageTx, b, b.n, now)
 		b.release()
 	}
+}
+
+// directReorder bounds how far a sparse packet's direct send may overtake
+// the packets queued before it: the receiver's replay window (8192
+// counters in every implementation we know) must still accept them when
+// they arrive after it.
+const directReorder = 4096
+
+// goesDirect reports whether b, a batch of a few packets, is sealed and
+// sent by the goroutine that read it instead of by a crypto worker through
+// the sequencer: when none of its packets' flows has a packet queued or
+// being sent, and what is queued is few enough that the receiver's replay
+// window covers the reordering. Idle, that saves a packet two goroutine
+// hand-offs; under load, a sparse flow (a ping, an interactive session)
+// does not wait behind a bulk flow's backlog. Every producer holds txMu
+// and counts its queued packets under it (countFlows), so no packet of
+// the flow can be queued meanwhile. The flow hash is computed again here
+// rather than kept: these are a handful of packets.
+func (p *Peer) goesDirect(b *batch) bool {
+	if b.n > smallBatch || int(p.queued.Load())+b.n > directReorder {
+		return false
+	}
+	for i := 0; i < b.n; i++ {
+		h := flowBucket(b.bufs[i][stagedFrom : stagedFrom+b.sizes[i]])
+		if p.flowq[h].Load() != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// countFlows adds b's packets to the peer's per-flow counts of queued
+// packets; uncountFlows takes them off once they are sent. Under txMu and
+// before b can be flushed, so a direct send checking the counts under
+// txMu never misses a packet queued ahead of it.
+func (p *Peer) countFlows(b *batch) {
+	for i := 0; i < b.n; i++ {
+		h := flowBucket(b.bufs[i][stagedFrom : stagedFrom+b.sizes[i]])
+		b.flows[i] = h
+		p.flowq[h].Add(1)
+	}
+	p.queued.Add(int32(b.n))
+	b.counted = true
+}
+
+func (p *Peer) uncountFlows(b *batch) {
+	if !b.counted {
+		return
+	}
+	for i := 0; i < b.n; i++ {
+		p.flowq[b.flows[i]].Add(-1)
+	}
+	p.queued.Add(-int32(b.n))
+	b.counted = false
+}
+
+// sendDirect sends a batch sealed on the reading goroutine, bypassing the
+// sequencer (see goesDirect). Called under txMu, which keeps direct sends
+// of the peer in nonce order among themselves.
+func (p *Peer) sendDirect(b *batch) {
+	d := p.d
+	ep, ok := p.endpoint()
+	if !ok {
+		d.ctr.add(cTxNoEndpoint, uint64(b.n))
+		b.release()
+		return
+	}
+	out := b.out[:0]
+	var bytes uint64
+	for i := 0; i < b.n; i++ {
+		if b.sizes[i] == 0 { // dropped by seal
+			continue
+		}
+		out = append(out, b.bufs[i][:b.sizes[i]])
+		bytes += uint64(b.sizes[i])
+	}
+	if len(out) > 0 {
+		if err := d.bind.Send(out, ep); err != nil {
+			d.ctr.add(cTxSendErrors, uint64(len(out)))
+		} else {
+			p.txBytes.Add(bytes)
+		}
+	}
+	clear(out)
+	d.observe(stageTx, b, b.n, d.now())
+	b.release()
 }
 
 // inlineMax is the largest batch the producing goroutine seals or opens

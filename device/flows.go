@@ -1,0 +1,60 @@
+package device
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+)
+
+// flowBuckets is the number of classes a peer's outbound flows are hashed
+// into to tell whether a packet's flow has anything queued. A collision
+// only costs a packet its right to go ahead, never the order of a flow.
+const flowBuckets = 64
+
+// flowSeed keys the flow hash per process, so that no one outside can
+// aim flows at one bucket.
+var flowSeed = maphash.MakeSeed()
+
+// flowBucket classifies an inner IP packet by its 5-tuple (addresses,
+// protocol and, for TCP, UDP, UDP-Lite, SCTP and DCCP, ports when the
+// packet is not a later fragment; for ICMP, the echo identifier). Anything it cannot parse falls in
+// bucket 0. IPv6 extension headers are not walked: such packets are
+// classified by addresses and next header alone.
+func flowBucket(pkt []byte) uint8 {
+	var key [37]byte
+	var n int
+	var proto byte
+	var l4 []byte
+	switch {
+	case len(pkt) >= 20 && pkt[0]>>4 == 4:
+		ihl := int(pkt[0]&0xf) * 4
+		proto = pkt[9]
+		n = copy(key[:], pkt[12:20])
+		// Ports only in the first fragment (offset 0).
+		if ihl >= 20 && len(pkt) >= ihl+4 && binary.BigEndian.Uint16(pkt[6:8])&0x1fff == 0 {
+			l4 = pkt[ihl:]
+		}
+	case len(pkt) >= 40 && pkt[0]>>4 == 6:
+		proto = pkt[6]
+		n = copy(key[:], pkt[8:40])
+		if len(pkt) >= 44 {
+			l4 = pkt[40:]
+		}
+	default:
+		return 0
+	}
+	key[n] = proto
+	n++
+	switch proto {
+	case 6, 17, 33, 132, 136:
+		if l4 != nil {
+			n += copy(key[n:], l4[:4])
+		}
+	case 1, 58:
+		// ICMP echo: the identifier tells one ping session from another,
+		// as a port would (type and code first, then checksum, then it).
+		if l4 != nil && len(l4) >= 6 {
+			n += copy(key[n:], l4[4:6])
+		}
+	}
+	return uint8(maphash.Bytes(flowSeed, key[:n]) % flowBuckets)
+}

@@ -1,0 +1,184 @@
+package device
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"net/netip"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/conn/membind"
+	"github.com/fips-go/fips-go/device/aqm"
+	"github.com/fips-go/fips-go/tun/memtun"
+)
+
+func TestFlowBucketFollowsTheFiveTuple(t *testing.T) {
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	p1 := memtun.BuildUDPv4(netip.AddrPortFrom(a, 1000), netip.AddrPortFrom(b, 53), []byte("one"))
+	p2 := memtun.BuildUDPv4(netip.AddrPortFrom(a, 1000), netip.AddrPortFrom(b, 53), []byte("a longer payload"))
+	if flowBucket(p1) != flowBucket(p2) {
+		t.Fatal("two packets of one flow in different buckets")
+	}
+	// Ports count: over 64 source ports, more than one bucket is used.
+	seen := map[uint8]bool{}
+	for port := uint16(2000); port < 2064; port++ {
+		seen[flowBucket(memtun.BuildUDPv4(netip.AddrPortFrom(a, port), netip.AddrPortFrom(b, 53), nil))] = true
+	}
+	if len(seen) < 16 {
+		t.Fatalf("64 flows fell in %d buckets", len(seen))
+	}
+	// A later fragment has no ports: it must fall with its flow's other
+	// port-less packets, whatever its payload bytes say.
+	f1, f2 := bytes.Clone(p1), bytes.Clone(p2)
+	for _, f := range [][]byte{f1, f2} {
+		binary.BigEndian.PutUint16(f[6:8], 100) // fragment offset 100
+		f[20], f[21] = byte(len(f)), 7          // differing "ports"
+	}
+	if flowBucket(f1) != flowBucket(f2) {
+		t.Fatal("fragments of one flow in different buckets")
+	}
+	v6a, v6b := netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fd00::2")
+	q1 := memtun.BuildUDPv6(netip.AddrPortFrom(v6a, 1), netip.AddrPortFrom(v6b, 2), []byte("x"))
+	q2 := memtun.BuildUDPv6(netip.AddrPortFrom(v6a, 1), netip.AddrPortFrom(v6b, 2), []byte("yy"))
+	if flowBucket(q1) != flowBucket(q2) {
+		t.Fatal("IPv6 flow split")
+	}
+	for _, g := range [][]byte{nil, {0x45}, make([]byte, 19), {0x60, 0, 0}} {
+		if flowBucket(g) != 0 {
+			t.Fatalf("garbage %x not in bucket 0", g)
+		}
+	}
+}
+
+func FuzzFlowBucket(f *testing.F) {
+	f.Add(memtun.BuildUDPv4(netip.MustParseAddrPort("10.0.0.1:1"), netip.MustParseAddrPort("10.0.0.2:2"), nil))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		if flowBucket(p) >= flowBuckets {
+			t.Fatal("bucket out of range")
+		}
+	})
+}
+
+// gatedBind holds every datagram larger than small in Send until open is
+// closed, so that a test can make a bulk backlog stand as long as it likes.
+type gatedBind struct {
+	conn.Bind
+	small int
+	open  chan struct{}
+	once  sync.Once
+}
+
+func (g *gatedBind) Send(bufs [][]byte, ep conn.Endpoint) error {
+	for _, b := range bufs {
+		if len(b) > g.small {
+			<-g.open
+			break
+		}
+	}
+	return g.Bind.Send(bufs, ep)
+}
+
+func (g *gatedBind) release() { g.once.Do(func() { close(g.open) }) }
+
+// scriptTUN reads the batches a test queues, one per Read, so that what
+// the device reads together is the test's choice; the rest is memtun's.
+type scriptTUN struct {
+	*memtun.Device
+	reads  chan [][]byte
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (s *scriptTUN) Close() error {
+	s.once.Do(func() { close(s.closed) })
+	return s.Device.Close()
+}
+
+func (s *scriptTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
+	select {
+	case pkts := <-s.reads:
+		for i, p := range pkts {
+			sizes[i] = copy(bufs[i][offset:], p)
+		}
+		return len(pkts), nil
+	case <-s.closed:
+		return 0, os.ErrClosed
+	}
+}
+
+// A sparse flow's packet is sent ahead of a bulk flow's backlog, and every
+// packet of the bulk flow still arrives in order.
+func TestSparseFlowOvertakesBulkBacklog(t *testing.T) {
+	checkGoroutines(t)
+	netw := membind.NewNetwork(membind.NetOptions{QueueLen: 8192})
+	hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	gate := &gatedBind{Bind: netw.NewBind(hostA), small: 200, open: make(chan struct{})}
+	ta := &scriptTUN{Device: memtun.New("a", 1420, 64), reads: make(chan [][]byte, 16), closed: make(chan struct{})}
+	// No queue management: the held backlog would have it drop bulk packets.
+	a := newNode(t, ta, gate, addrA, hostA, Options{AQM: aqm.Params{Target: -1}})
+	b := newNode(t, memtun.New("b", 1420, 8192), netw.NewBind(hostB), addrB, hostB, Options{})
+	// Registered after the nodes, so it runs before their Close: a held
+	// Send would keep Close waiting.
+	t.Cleanup(gate.release)
+	link(t, a, b)
+	tb := b.tun.(*memtun.Device)
+	// A session first, with a small packet the gate lets through.
+	ta.reads <- [][]byte{udpPacket(addrA, addrB, 1<<31, 20)}
+	next(t, tb, 5*time.Second)
+
+	bulkPkt := func(seq uint32) []byte {
+		return memtun.BuildUDPv4(netip.AddrPortFrom(addrA, 7000), netip.AddrPortFrom(addrB, 7001), binary.BigEndian.AppendUint32(make([]byte, 0, 1000), seq)[:1000])
+	}
+	// A ping session whose flow bucket is not the bulk flow's (buckets
+	// are keyed per process; a collision only forgoes the overtaking).
+	var ping []byte
+	for id := uint16(1); ; id++ {
+		ping = memtun.BuildICMPv4Echo(addrA, addrB, false, id, 1, []byte("ping"))
+		if flowBucket(ping) != flowBucket(bulkPkt(0)) {
+			break
+		}
+	}
+	// Four reads: bulk, bulk, bulk with the ping among it, the ping alone
+	// (a second echo); the held backlog is in front of both pings.
+	var seq uint32
+	read := func(n int) [][]byte {
+		var r [][]byte
+		for range n {
+			r = append(r, bulkPkt(seq))
+			seq++
+		}
+		return r
+	}
+	ta.reads <- read(100)
+	ta.reads <- read(100)
+	mixed := read(50)
+	mixed = append(mixed[:25], append([][]byte{ping}, mixed[25:]...)...)
+	ta.reads <- mixed
+	for _, want := range [][]byte{ping} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		got, err := tb.Next(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("the ping did not get past the held backlog: %v", err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("first packet out is not the ping: %d bytes", len(got))
+		}
+	}
+	ping2 := bytes.Clone(ping)
+	ta.reads <- [][]byte{ping2}
+	if got := next(t, tb, 5*time.Second); !bytes.Equal(got, ping2) {
+		t.Fatalf("second packet out is not the second ping: %d bytes", len(got))
+	}
+	gate.release()
+	for i := range seq {
+		pkt := next(t, tb, 5*time.Second)
+		if got := binary.BigEndian.Uint32(pkt[28:]); got != i {
+			t.Fatalf("bulk packet %d arrived in place of %d", got, i)
+		}
+	}
+}
