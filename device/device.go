@@ -55,6 +55,13 @@ type Options struct {
 	// to merge each flow's packets. 0 turns this off (in-memory and netstack
 	// TUNs coalesce on their own).
 	GROBuffers int
+	// MaxPeers caps the configured peers (default 65,536, as wireguard-go);
+	// a request that would end with more is refused whole (ErrTooMany).
+	MaxPeers int
+	// MaxAllowedIPs caps the allowed-IP prefixes of all peers together
+	// (default 1,048,576, about 150 MiB of routing table); a request that
+	// could end with more is refused whole (ErrTooMany).
+	MaxAllowedIPs int
 	// ListenPort is the UDP port to open at start (0 picks one).
 	ListenPort uint16
 	// Timers shortens protocol times for tests; the zero value is the
@@ -101,6 +108,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.HandshakeQueue <= 0 {
 		o.HandshakeQueue = 1024
+	}
+	if o.MaxPeers <= 0 {
+		o.MaxPeers = 1 << 16
+	}
+	if o.MaxAllowedIPs <= 0 {
+		o.MaxAllowedIPs = 1 << 20
 	}
 	if o.Now == nil {
 		o.Now = time.Now
