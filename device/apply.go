@@ -229,6 +229,7 @@ func (d *Device) removePeerLocked(p *Peer) {
 	// removed first: deliver checks it under aipMu, so no batch of p can
 	// find p's routes gone without also finding p removed.
 	p.removed.Store(true)
+	p.forgetEndpoint()
 	d.aipMu.Lock()
 	d.aip.RemoveAll(p)
 	d.aipMu.Unlock()

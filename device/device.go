@@ -134,8 +134,9 @@ func (o *Options) setDefaults() {
 //	cfgMu -> peersMu -> Peer.txMu -> sequencer.flushMu -> aipMu -> Peer.mu
 //	      -> {index table, sequencer.mu, wheel.mu}
 //
-// Peer.epMu is a leaf: it is taken under cfgMu and peersMu (rebind), under
-// flushMu (flushSend, deliver) and alone, with nothing taken inside it.
+// Peer.epMu is nearly a leaf: it is taken under cfgMu and peersMu (rebind,
+// removal), under flushMu (flushSend, deliver) and alone, with only
+// known.mu, a true leaf, taken inside it (setEndpoint).
 // flushMu is held across Bind.Send and TUN writes, which makes it the
 // outermost lock of the data path proper. A producer waiting for room in a
 // sequencer (sequencer.reserve) holds at most Peer.txMu, which no flush
@@ -161,6 +162,8 @@ type Device struct {
 	work         chan *batch         // crypto jobs, both directions
 	hsq          *hsQueue            // handshake messages from anyone
 	hsqPrio      *hsQueue            // ... that proved their source or answer our handshake
+	known        knownEndpoints      // configured peers' endpoints, for triage
+	limitKnown   *ratelimit.Limiter  // priority slots without MAC2, per known address
 
 	cfgMu      sync.Mutex // serializes Apply and bind changes
 	listenPort uint16     // guarded by cfgMu
@@ -213,6 +216,8 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	// limitKnown bounds what a spoofer of a known endpoint gets.
+	d.limitKnown = ratelimit.New(ratelimit.Options{})
 	mtu, err := t.MTU()
 	if err != nil {
 		return nil, fmt.Errorf("device: reading TUN MTU: %w", err)
