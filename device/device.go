@@ -55,6 +55,12 @@ type Options struct {
 	// to merge each flow's packets. 0 turns this off (in-memory and netstack
 	// TUNs coalesce on their own).
 	GROBuffers int
+	// StrangerHandshakes bounds, under load, the initiations a second that
+	// carry a valid MAC2 but come from no configured peer's endpoint: each
+	// costs a Diffie-Hellman computation, and an attacker may hold cookies
+	// for any number of addresses (default 1000, a burst of a tenth of it;
+	// about 7% of a core here). Known peers' initiations are not counted.
+	StrangerHandshakes int
 	// MaxPeers caps the configured peers (default 65,536, as wireguard-go);
 	// a request that would end with more is refused whole (ErrTooMany).
 	MaxPeers int
@@ -108,6 +114,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.HandshakeQueue <= 0 {
 		o.HandshakeQueue = 1024
+	}
+	if o.StrangerHandshakes <= 0 {
+		o.StrangerHandshakes = 1000
 	}
 	if o.MaxPeers <= 0 {
 		o.MaxPeers = 1 << 16
@@ -164,6 +173,7 @@ type Device struct {
 	hsqPrio      *hsQueue            // ... that proved their source or answer our handshake
 	known        knownEndpoints      // configured peers' endpoints, for triage
 	limitKnown   *ratelimit.Limiter  // priority slots without MAC2, per known address
+	strangers    *ratelimit.Bucket   // MAC2-proven initiations from unknown endpoints
 
 	cfgMu      sync.Mutex // serializes Apply and bind changes
 	listenPort uint16     // guarded by cfgMu
@@ -218,6 +228,7 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 	}
 	// limitKnown bounds what a spoofer of a known endpoint gets.
 	d.limitKnown = ratelimit.New(ratelimit.Options{})
+	d.strangers = ratelimit.NewBucket(opts.StrangerHandshakes, opts.StrangerHandshakes/10)
 	mtu, err := t.MTU()
 	if err != nil {
 		return nil, fmt.Errorf("device: reading TUN MTU: %w", err)

@@ -68,6 +68,11 @@ func (d *Device) triage(typ uint32, msg []byte, ep conn.Endpoint, now time.Time)
 		return d.hsq, 0
 	}
 	if d.checker.Load().CheckMAC2(msg, ep.Dst, now) {
+		// Each initiation costs a Diffie-Hellman computation: strangers
+		// share one budget however many addresses they have cookies for.
+		if typ == noise.TypeInitiation && !d.known.has(ep.Dst) && !d.strangers.Allow(now) {
+			return nil, cRxHandshakeRateLimited
+		}
 		return d.hsqPrio, 0
 	}
 	// An initiation from where a configured peer is: it gets a priority
