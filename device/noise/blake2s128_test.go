@@ -58,3 +58,18 @@ func BenchmarkCookieCheckMAC2(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCookieCheckMAC2Zero is a message without a cookie (a zero
+// MAC2), as every message of a flood that does not answer cookie replies
+// is: refused without computing the cookie and the MAC.
+func BenchmarkCookieCheckMAC2Zero(b *testing.B) {
+	s := newCookieSetup(b)
+	s.fetchCookie(b, t0)
+	clear(s.msg[InitiationSize-macSize:])
+	b.ReportAllocs()
+	for b.Loop() {
+		if s.checker.CheckMAC2(s.msg, s.src, t0) {
+			b.Fatal("zero MAC2 accepted")
+		}
+	}
+}

@@ -102,6 +102,12 @@ func (c *CookieChecker) CheckMAC2(msg []byte, src netip.AddrPort, now time.Time)
 	if !ok {
 		return false
 	}
+	// A sender without a cookie sends zeros, as does every message of a
+	// flood that does not answer cookie replies; a real MAC2 is zero with
+	// probability 2^-128, and the test reveals nothing secret.
+	if isZero(msg[m2:]) {
+		return false
+	}
 	c.mu.RLock()
 	if !c.secretFresh(now) {
 		c.mu.RUnlock()
