@@ -61,6 +61,11 @@ type Options struct {
 	// for any number of addresses (default 1000, a burst of a tenth of it;
 	// about 7% of a core here). Known peers' initiations are not counted.
 	StrangerHandshakes int
+	// CookieReplies bounds the cookie replies a second under load, each a
+	// send of its own; messages past it are dropped and counted
+	// (default 5000, a burst of a tenth of it). A configured peer's
+	// initiations are answered from their own share (see triage).
+	CookieReplies int
 	// MaxPeers caps the configured peers (default 65,536, as wireguard-go);
 	// a request that would end with more is refused whole (ErrTooMany).
 	MaxPeers int
@@ -118,6 +123,9 @@ func (o *Options) setDefaults() {
 	if o.StrangerHandshakes <= 0 {
 		o.StrangerHandshakes = 1000
 	}
+	if o.CookieReplies <= 0 {
+		o.CookieReplies = 5000
+	}
 	if o.MaxPeers <= 0 {
 		o.MaxPeers = 1 << 16
 	}
@@ -174,6 +182,7 @@ type Device struct {
 	known        knownEndpoints      // configured peers' endpoints, for triage
 	limitKnown   *ratelimit.Limiter  // priority slots without MAC2, per known address
 	strangers    *ratelimit.Bucket   // MAC2-proven initiations from unknown endpoints
+	cookieBudget *ratelimit.Bucket   // what the anonymous queue may take under load
 
 	cfgMu      sync.Mutex // serializes Apply and bind changes
 	listenPort uint16     // guarded by cfgMu
@@ -229,6 +238,7 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 	// limitKnown bounds what a spoofer of a known endpoint gets.
 	d.limitKnown = ratelimit.New(ratelimit.Options{})
 	d.strangers = ratelimit.NewBucket(opts.StrangerHandshakes, opts.StrangerHandshakes/10)
+	d.cookieBudget = ratelimit.NewBucket(opts.CookieReplies, opts.CookieReplies/10)
 	mtu, err := t.MTU()
 	if err != nil {
 		return nil, fmt.Errorf("device: reading TUN MTU: %w", err)

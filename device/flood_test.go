@@ -53,6 +53,8 @@ func triageDevice(t *testing.T) (*Device, noise.PublicKey) {
 
 		limitKnown: ratelimit.New(ratelimit.Options{}),
 		strangers:  ratelimit.NewBucket(1000, 100),
+
+		cookieBudget: ratelimit.NewBucket(5000, 500),
 	}
 	d.opts.setDefaults()
 	d.checker.Store(noise.NewCookieChecker(pub, rand.Reader))
@@ -146,7 +148,9 @@ func TestTriageKeepsRoomForProvenSources(t *testing.T) {
 // longer known where it was.
 func TestTriageLetsAKnownPeerEarnItsCookie(t *testing.T) {
 	d, pub := triageDevice(t)
-	now := time.Now()
+	now := time.Unix(9000, 0)
+	clock := now
+	d.opts.Now = func() time.Time { return clock }
 	flood := noise.NewCookieGenerator(pub)
 	for i := 0; len(d.hsq.q) < cap(d.hsq.q); i++ {
 		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 1000)
@@ -174,6 +178,7 @@ func TestTriageLetsAKnownPeerEarnItsCookie(t *testing.T) {
 		d.hsqPrio.free <- <-d.hsqPrio.q
 	}
 	later := now.Add(time.Minute) // the spoofer's limit has refilled
+	clock = later
 	moved := netip.MustParseAddrPort("203.0.113.5:51820")
 	p.setEndpoint(conn.Endpoint{Dst: moved})
 	d.queueHandshake(initiation(gen, later), conn.Endpoint{Dst: known})
@@ -200,7 +205,8 @@ const ratelimitBurst = 5
 func TestTriageBoundsStrangersHandshakeWork(t *testing.T) {
 	d, pub := triageDevice(t)
 	d.strangers = ratelimit.NewBucket(10, 3)
-	now := time.Now()
+	now := time.Unix(9000, 0)
+	d.opts.Now = func() time.Time { return now }
 	flood := noise.NewCookieGenerator(pub)
 	for i := 0; len(d.hsq.q) < cap(d.hsq.q); i++ {
 		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 1000)
@@ -232,5 +238,47 @@ func TestTriageBoundsStrangersHandshakeWork(t *testing.T) {
 	d.queueHandshake(withCookie(known), conn.Endpoint{Dst: known})
 	if n := len(d.hsqPrio.q); n != 4 {
 		t.Fatal("a known peer's initiation with MAC2 was held to the strangers' budget")
+	}
+}
+
+// Under load, what reaches the anonymous queue earns only a cookie reply,
+// which costs a send each: those are bounded by one budget
+// (Options.CookieReplies), and running out of it keeps the device in
+// cookie mode, so a flood that the budget turns away cannot end load mode
+// by keeping the queue short. (In the flood benchmark, cookie replies to a
+// 130k/s flood took 45% of the victim's CPU, one send per reply.)
+func TestTriageBoundsCookieReplies(t *testing.T) {
+	d, pub := triageDevice(t)
+	d.hsq = newHSQueue(400)
+	d.cookieBudget = ratelimit.NewBucket(10, 3)
+	t0 := time.Unix(7000, 0)
+	clock := t0
+	d.opts.Now = func() time.Time { return clock }
+	flood := noise.NewCookieGenerator(pub)
+	src := func(i int) conn.Endpoint {
+		return conn.Endpoint{Dst: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 1000)}
+	}
+	for i := 0; len(d.hsq.q) < cap(d.hsq.q)/4; i++ {
+		d.queueHandshake(initiation(flood, t0), src(i))
+	}
+	if !d.underLoad(t0) {
+		t.Fatal("not under load with the queue a quarter full")
+	}
+	for len(d.hsq.q) > 0 {
+		d.hsq.free <- <-d.hsq.q
+	}
+	at := t0.Add(900 * time.Millisecond)
+	clock = at
+	for i := range 20 {
+		d.queueHandshake(initiation(flood, at), src(1000+i))
+	}
+	if n := len(d.hsq.q); n != 3 {
+		t.Fatalf("%d of 20 queued for a cookie reply, want the burst of 3", n)
+	}
+	if c := d.ctr[cRxHandshakeRateLimited].Load(); c != 17 {
+		t.Fatalf("rx_drop_handshake_rate_limited = %d, want 17", c)
+	}
+	if !d.underLoad(t0.Add(1500 * time.Millisecond)) {
+		t.Fatal("cookie mode ended although the reply budget ran out 0.6 s before")
 	}
 }

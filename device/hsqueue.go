@@ -81,6 +81,12 @@ func (d *Device) triage(typ uint32, msg []byte, ep conn.Endpoint, now time.Time)
 	if typ == noise.TypeInitiation && d.known.has(ep.Dst) && d.limitKnown.Allow(ep.Dst.Addr(), now) {
 		return d.hsqPrio, 0
 	}
+	// All the rest can earn is a cookie reply, a send each: bounded, and
+	// a flood turned away here still holds the device in cookie mode.
+	if !d.cookieBudget.Allow(now) {
+		d.load.Mark(now)
+		return nil, cRxHandshakeRateLimited
+	}
 	return d.hsq, 0
 }
 
