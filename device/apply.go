@@ -50,6 +50,9 @@ func (d *Device) Apply(cfg *Config) (err error) {
 	if d.stopping() {
 		return ErrClosed
 	}
+	if err := d.checkLimitsLocked(cfg); err != nil {
+		return err
+	}
 	// The steps that can fail for reasons outside the request (the fwmark,
 	// binding the port) go first, and a failure undoes what went before.
 	if cfg.FwMark != nil && *cfg.FwMark != d.fwmark {
@@ -226,6 +229,7 @@ func (d *Device) removePeerLocked(p *Peer) {
 	// removed first: deliver checks it under aipMu, so no batch of p can
 	// find p's routes gone without also finding p removed.
 	p.removed.Store(true)
+	p.forgetEndpoint()
 	d.aipMu.Lock()
 	d.aip.RemoveAll(p)
 	d.aipMu.Unlock()

@@ -60,6 +60,24 @@ type Options struct {
 	// AQM sets the sojourn-time controller on each peer's queues (zero:
 	// aqm's defaults, 1 ms target, 10 ms interval; negative Target: off).
 	AQM aqm.Params
+	// StrangerHandshakes bounds, under load, the initiations a second that
+	// carry a valid MAC2 but come from no configured peer's endpoint: each
+	// costs a Diffie-Hellman computation, and an attacker may hold cookies
+	// for any number of addresses (default 1000, a burst of a tenth of it;
+	// about 7% of a core here). Known peers' initiations are not counted.
+	StrangerHandshakes int
+	// CookieReplies bounds the cookie replies a second under load, each a
+	// send of its own; messages past it are dropped and counted
+	// (default 5000, a burst of a tenth of it). A configured peer's
+	// initiations are answered from their own share (see triage).
+	CookieReplies int
+	// MaxPeers caps the configured peers (default 65,536, as wireguard-go);
+	// a request that would end with more is refused whole (ErrTooMany).
+	MaxPeers int
+	// MaxAllowedIPs caps the allowed-IP prefixes of all peers together
+	// (default 1,048,576, about 150 MiB of routing table); a request that
+	// could end with more is refused whole (ErrTooMany).
+	MaxAllowedIPs int
 	// ListenPort is the UDP port to open at start (0 picks one).
 	ListenPort uint16
 	// Timers shortens protocol times for tests; the zero value is the
@@ -107,6 +125,18 @@ func (o *Options) setDefaults() {
 	if o.HandshakeQueue <= 0 {
 		o.HandshakeQueue = 1024
 	}
+	if o.StrangerHandshakes <= 0 {
+		o.StrangerHandshakes = 1000
+	}
+	if o.CookieReplies <= 0 {
+		o.CookieReplies = 5000
+	}
+	if o.MaxPeers <= 0 {
+		o.MaxPeers = 1 << 16
+	}
+	if o.MaxAllowedIPs <= 0 {
+		o.MaxAllowedIPs = 1 << 20
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -127,8 +157,9 @@ func (o *Options) setDefaults() {
 //	cfgMu -> peersMu -> Peer.txMu -> sequencer.flushMu -> aipMu -> Peer.mu
 //	      -> {index table, sequencer.mu, wheel.mu}
 //
-// Peer.epMu is a leaf: it is taken under cfgMu and peersMu (rebind), under
-// flushMu (flushSend, deliver) and alone, with nothing taken inside it.
+// Peer.epMu is nearly a leaf: it is taken under cfgMu and peersMu (rebind,
+// removal), under flushMu (flushSend, deliver) and alone, with only
+// known.mu, a true leaf, taken inside it (setEndpoint).
 // flushMu is held across Bind.Send and TUN writes, which makes it the
 // outermost lock of the data path proper. A producer waiting for room in a
 // sequencer (sequencer.reserve) holds at most Peer.txMu, which no flush
@@ -156,6 +187,10 @@ type Device struct {
 	work         chan *batch         // crypto jobs, both directions
 	hsq          *hsQueue            // handshake messages from anyone
 	hsqPrio      *hsQueue            // ... that proved their source or answer our handshake
+	known        knownEndpoints      // configured peers' endpoints, for triage
+	limitKnown   *ratelimit.Limiter  // priority slots without MAC2, per known address
+	strangers    *ratelimit.Bucket   // MAC2-proven initiations from unknown endpoints
+	cookieBudget *ratelimit.Bucket   // what the anonymous queue may take under load
 
 	cfgMu      sync.Mutex // serializes Apply and bind changes
 	listenPort uint16     // guarded by cfgMu
@@ -209,6 +244,10 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	// limitKnown bounds what a spoofer of a known endpoint gets.
+	d.limitKnown = ratelimit.New(ratelimit.Options{})
+	d.strangers = ratelimit.NewBucket(opts.StrangerHandshakes, opts.StrangerHandshakes/10)
+	d.cookieBudget = ratelimit.NewBucket(opts.CookieReplies, opts.CookieReplies/10)
 	mtu, err := t.MTU()
 	if err != nil {
 		return nil, fmt.Errorf("device: reading TUN MTU: %w", err)

@@ -50,6 +50,11 @@ func triageDevice(t *testing.T) (*Device, noise.PublicKey) {
 		hsq:     newHSQueue(64),
 		hsqPrio: newHSQueue(16),
 		index:   noise.NewIndexTable[indexEntry](rand.Reader),
+
+		limitKnown: ratelimit.New(ratelimit.Options{}),
+		strangers:  ratelimit.NewBucket(1000, 100),
+
+		cookieBudget: ratelimit.NewBucket(5000, 500),
 	}
 	d.opts.setDefaults()
 	d.checker.Store(noise.NewCookieChecker(pub, rand.Reader))
@@ -131,5 +136,149 @@ func TestTriageKeepsRoomForProvenSources(t *testing.T) {
 	d.queueHandshake(resp, conn.Endpoint{Dst: peer})
 	if len(d.hsqPrio.q) != 2 {
 		t.Fatalf("the response to our handshake was not queued (priority queue holds %d)", len(d.hsqPrio.q))
+	}
+}
+
+// With the anonymous queue full, an initiation without MAC2 from where a
+// configured peer is known to be still gets a priority slot, so the peer
+// earns its cookie at once instead of losing its first initiation to the
+// flood and waiting out Rekey-Timeout (the flood benchmark measured 5.1 s
+// for a fresh handshake). A spoofer who sends from that address gets a few
+// slots per second, not the queue. A peer that moved or was removed is no
+// longer known where it was.
+func TestTriageLetsAKnownPeerEarnItsCookie(t *testing.T) {
+	d, pub := triageDevice(t)
+	now := time.Unix(9000, 0)
+	clock := now
+	d.opts.Now = func() time.Time { return clock }
+	flood := noise.NewCookieGenerator(pub)
+	for i := 0; len(d.hsq.q) < cap(d.hsq.q); i++ {
+		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 1000)
+		d.queueHandshake(initiation(flood, now), conn.Endpoint{Dst: src})
+	}
+	known := netip.MustParseAddrPort("192.0.2.10:51820")
+	p := &Peer{d: d}
+	p.setEndpoint(conn.Endpoint{Dst: known})
+	gen := noise.NewCookieGenerator(pub)
+	d.queueHandshake(initiation(gen, now), conn.Endpoint{Dst: known})
+	if len(d.hsqPrio.q) != 1 {
+		t.Fatalf("the known peer's initiation was not queued (priority queue holds %d)", len(d.hsqPrio.q))
+	}
+	d.queueHandshake(initiation(gen, now), conn.Endpoint{Dst: netip.MustParseAddrPort("192.0.2.10:51821")})
+	if len(d.hsqPrio.q) != 1 {
+		t.Fatal("another port of the known address got a priority slot")
+	}
+	for range 100 {
+		d.queueHandshake(initiation(flood, now), conn.Endpoint{Dst: known})
+	}
+	if n := len(d.hsqPrio.q); n > 1+ratelimitBurst {
+		t.Fatalf("a spoofer at the known endpoint took %d priority slots", n)
+	}
+	for len(d.hsqPrio.q) > 0 {
+		d.hsqPrio.free <- <-d.hsqPrio.q
+	}
+	later := now.Add(time.Minute) // the spoofer's limit has refilled
+	clock = later
+	moved := netip.MustParseAddrPort("203.0.113.5:51820")
+	p.setEndpoint(conn.Endpoint{Dst: moved})
+	d.queueHandshake(initiation(gen, later), conn.Endpoint{Dst: known})
+	if len(d.hsqPrio.q) != 0 {
+		t.Fatal("the address the peer moved away from is still known")
+	}
+	p.removed.Store(true)
+	p.forgetEndpoint()
+	d.queueHandshake(initiation(gen, later), conn.Endpoint{Dst: moved})
+	if len(d.hsqPrio.q) != 0 {
+		t.Fatal("a removed peer's endpoint is still known")
+	}
+}
+
+// ratelimitBurst is the default per-address burst of ratelimit.Limiter.
+const ratelimitBurst = 5
+
+// Under load, initiations with a valid MAC2 from addresses where no
+// configured peer is cost a Diffie-Hellman computation each; however many
+// addresses the attacker holds cookies for, only StrangerHandshakes a
+// second get through triage (the flood benchmark's cookie-answering
+// attacker, from 65,536 addresses, left 1% of the TCP throughput: a fresh
+// per-address burst for every source). A known peer's are not counted.
+func TestTriageBoundsStrangersHandshakeWork(t *testing.T) {
+	d, pub := triageDevice(t)
+	d.strangers = ratelimit.NewBucket(10, 3)
+	now := time.Unix(9000, 0)
+	d.opts.Now = func() time.Time { return now }
+	flood := noise.NewCookieGenerator(pub)
+	for i := 0; len(d.hsq.q) < cap(d.hsq.q); i++ {
+		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 1000)
+		d.queueHandshake(initiation(flood, now), conn.Endpoint{Dst: src})
+	}
+	withCookie := func(src netip.AddrPort) []byte {
+		gen := noise.NewCookieGenerator(pub)
+		reply, err := d.checker.Load().CreateReply(initiation(gen, now), 1, src, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := gen.ConsumeReply(&reply, now); err != nil {
+			t.Fatal(err)
+		}
+		return initiation(gen, now)
+	}
+	for i := range 10 {
+		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 98, 0, byte(i)}), 1000)
+		d.queueHandshake(withCookie(src), conn.Endpoint{Dst: src})
+	}
+	if n := len(d.hsqPrio.q); n != 3 {
+		t.Fatalf("%d of 10 strangers with cookies queued, want the burst of 3", n)
+	}
+	if c := d.ctr[cRxHandshakeRateLimited].Load(); c != 7 {
+		t.Fatalf("rx_drop_handshake_rate_limited = %d, want 7", c)
+	}
+	known := netip.MustParseAddrPort("192.0.2.10:51820")
+	(&Peer{d: d}).setEndpoint(conn.Endpoint{Dst: known})
+	d.queueHandshake(withCookie(known), conn.Endpoint{Dst: known})
+	if n := len(d.hsqPrio.q); n != 4 {
+		t.Fatal("a known peer's initiation with MAC2 was held to the strangers' budget")
+	}
+}
+
+// Under load, what reaches the anonymous queue earns only a cookie reply,
+// which costs a send each: those are bounded by one budget
+// (Options.CookieReplies), and running out of it keeps the device in
+// cookie mode, so a flood that the budget turns away cannot end load mode
+// by keeping the queue short. (In the flood benchmark, cookie replies to a
+// 130k/s flood took 45% of the victim's CPU, one send per reply.)
+func TestTriageBoundsCookieReplies(t *testing.T) {
+	d, pub := triageDevice(t)
+	d.hsq = newHSQueue(400)
+	d.cookieBudget = ratelimit.NewBucket(10, 3)
+	t0 := time.Unix(7000, 0)
+	clock := t0
+	d.opts.Now = func() time.Time { return clock }
+	flood := noise.NewCookieGenerator(pub)
+	src := func(i int) conn.Endpoint {
+		return conn.Endpoint{Dst: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 1000)}
+	}
+	for i := 0; len(d.hsq.q) < cap(d.hsq.q)/4; i++ {
+		d.queueHandshake(initiation(flood, t0), src(i))
+	}
+	if !d.underLoad(t0) {
+		t.Fatal("not under load with the queue a quarter full")
+	}
+	for len(d.hsq.q) > 0 {
+		d.hsq.free <- <-d.hsq.q
+	}
+	at := t0.Add(900 * time.Millisecond)
+	clock = at
+	for i := range 20 {
+		d.queueHandshake(initiation(flood, at), src(1000+i))
+	}
+	if n := len(d.hsq.q); n != 3 {
+		t.Fatalf("%d of 20 queued for a cookie reply, want the burst of 3", n)
+	}
+	if c := d.ctr[cRxHandshakeRateLimited].Load(); c != 17 {
+		t.Fatalf("rx_drop_handshake_rate_limited = %d, want 17", c)
+	}
+	if !d.underLoad(t0.Add(1500 * time.Millisecond)) {
+		t.Fatal("cookie mode ended although the reply budget ran out 0.6 s before")
 	}
 }

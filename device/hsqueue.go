@@ -41,8 +41,9 @@ func (h *hsQueue) put(msg []byte, ep conn.Endpoint) bool {
 // the right size goes: nil drops it (counted by the caller), or the queue
 // to put it in. MAC1 is checked here, not by the workers: it is cheap, and
 // a message without it must not take a slot that a real peer's message
-// needs. Messages that prove their source (a valid MAC2 while under load)
-// or answer a handshake we started go to the priority queue, which the
+// needs. Messages that prove their source (a valid MAC2 while under load),
+// answer a handshake we started, or (a few per second per address) come
+// from a configured peer's endpoint go to the priority queue, which the
 // anonymous flood cannot fill.
 func (d *Device) triage(typ uint32, msg []byte, ep conn.Endpoint, now time.Time) (*hsQueue, counterID) {
 	switch typ {
@@ -63,8 +64,28 @@ func (d *Device) triage(typ uint32, msg []byte, ep conn.Endpoint, now time.Time)
 			return nil, cRxHandshakeBadMAC
 		}
 	}
-	if d.underLoad(now) && d.checker.Load().CheckMAC2(msg, ep.Dst, now) {
+	if !d.underLoad(now) {
+		return d.hsq, 0
+	}
+	if d.checker.Load().CheckMAC2(msg, ep.Dst, now) {
+		// Each initiation costs a Diffie-Hellman computation: strangers
+		// share one budget however many addresses they have cookies for.
+		if typ == noise.TypeInitiation && !d.known.has(ep.Dst) && !d.strangers.Allow(now) {
+			return nil, cRxHandshakeRateLimited
+		}
 		return d.hsqPrio, 0
+	}
+	// An initiation from where a configured peer is: it gets a priority
+	// slot to earn its cookie, at a per-address rate a spoofer of that
+	// address cannot exceed.
+	if typ == noise.TypeInitiation && d.known.has(ep.Dst) && d.limitKnown.Allow(ep.Dst.Addr(), now) {
+		return d.hsqPrio, 0
+	}
+	// All the rest can earn is a cookie reply, a send each: bounded, and
+	// a flood turned away here still holds the device in cookie mode.
+	if !d.cookieBudget.Allow(now) {
+		d.load.Mark(now)
+		return nil, cRxHandshakeRateLimited
 	}
 	return d.hsq, 0
 }

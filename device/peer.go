@@ -59,6 +59,7 @@ type Peer struct {
 	epMu    sync.RWMutex // guards ep
 	ep      conn.Endpoint
 	hasEp   bool
+	epKnown bool // guarded by epMu: ep.Dst is counted in d.known (knownep.go)
 	txBytes atomic.Uint64
 	rxBytes atomic.Uint64
 	sendq   *sequencer
@@ -97,12 +98,6 @@ func (p *Peer) endpoint() (conn.Endpoint, bool) {
 	p.epMu.RLock()
 	defer p.epMu.RUnlock()
 	return p.ep, p.hasEp
-}
-
-func (p *Peer) setEndpoint(ep conn.Endpoint) {
-	p.epMu.Lock()
-	p.ep, p.hasEp = ep, true
-	p.epMu.Unlock()
 }
 
 // rescheduleLocked tells the timer wheel about a deadline earlier than the

@@ -17,7 +17,7 @@ type cookieSetup struct {
 	src     netip.AddrPort
 }
 
-func newCookieSetup(t *testing.T) *cookieSetup {
+func newCookieSetup(t testing.TB) *cookieSetup {
 	p := newPeers(t, PresharedKey{}, PresharedKey{})
 	s := &cookieSetup{
 		checker: NewCookieChecker(p.b.Public, rand.Reader),
@@ -31,7 +31,7 @@ func newCookieSetup(t *testing.T) *cookieSetup {
 
 // handshake fetches a cookie: the checker answers msg, the generator
 // consumes the reply.
-func (s *cookieSetup) fetchCookie(t *testing.T, now time.Time) {
+func (s *cookieSetup) fetchCookie(t testing.TB, now time.Time) {
 	t.Helper()
 	reply, err := s.checker.CreateReply(s.msg, 1, s.src, now)
 	if err != nil {

@@ -242,7 +242,7 @@ func TestTamperedInitiation(t *testing.T) {
 	}
 }
 
-func mustInitiateBytes(t *testing.T, h *Handshake) []byte {
+func mustInitiateBytes(t testing.TB, h *Handshake) []byte {
 	m := mustInitiate(t, h, t0, 1)
 	return m.AppendTo(nil)
 }

@@ -36,3 +36,10 @@ func (g *LoadGauge) Observe(queued, capacity int, now time.Time) bool {
 	}
 	return t < g.until.Load()
 }
+
+// Mark puts the device under load from now until LoadHold later, whatever
+// the queue holds: the device calls it when it turns messages away before
+// they reach the queue, so a flood kept out of the queue still counts.
+func (g *LoadGauge) Mark(now time.Time) {
+	g.Observe(1, 1, now)
+}

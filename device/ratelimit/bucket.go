@@ -1,0 +1,45 @@
+package ratelimit
+
+import (
+	"sync"
+	"time"
+)
+
+// Bucket is a single token bucket: PerSecond tokens a second, up to Burst
+// at once. The device uses one to bound the Diffie-Hellman work it does
+// for strangers under load, however many source addresses they hold valid
+// cookies for: per-address buckets cannot, since a flood from more
+// addresses than the Limiter tracks gets a fresh burst for each. It is
+// pure (the caller passes the time) and safe for concurrent use.
+type Bucket struct {
+	mu     sync.Mutex // guards tokens and last
+	cost   time.Duration
+	max    time.Duration
+	tokens time.Duration // in units of time earned
+	last   time.Time
+}
+
+// NewBucket returns a full Bucket; perSecond and burst below 1 count as 1.
+func NewBucket(perSecond, burst int) *Bucket {
+	cost := time.Second / time.Duration(max(1, perSecond))
+	m := cost * time.Duration(max(1, burst))
+	return &Bucket{cost: cost, max: m, tokens: m}
+}
+
+// Allow takes a token and reports whether there was one.
+func (b *Bucket) Allow(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.last.IsZero() {
+		b.last = now
+	}
+	if el := now.Sub(b.last); el > 0 {
+		b.tokens = min(b.max, b.tokens+el)
+		b.last = now
+	}
+	if b.tokens < b.cost {
+		return false
+	}
+	b.tokens -= b.cost
+	return true
+}

@@ -1,0 +1,17 @@
+//go:build linux
+
+package flood
+
+import (
+	"os"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	// The test binary doubles as the attacker that runs inside its own
+	// namespace (see attackrun_linux_test.go).
+	if spec := os.Getenv(attackerEnv); spec != "" {
+		os.Exit(attackerMain(spec))
+	}
+	os.Exit(m.Run())
+}

@@ -1,0 +1,299 @@
+//go:build linux
+
+package flood
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fips-go/fips-go/device/noise"
+)
+
+// skipOrFail skips for reason, unless FIPS_E2E=1 demands the test runs.
+func skipOrFail(t testing.TB, format string, args ...any) {
+	t.Helper()
+	reason := fmt.Sprintf(format, args...)
+	if os.Getenv("FIPS_E2E") == "1" {
+		t.Fatalf("FIPS_E2E=1 but %s", reason)
+	}
+	t.Skip(reason)
+}
+
+func requireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "needs root (network namespaces, TUN devices, raw sockets)")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		skipOrFail(t, "needs /dev/net/tun: %v", err)
+	}
+	for _, n := range []string{"ip", "wg", "iperf3", "ping"} {
+		if _, err := exec.LookPath(n); err != nil {
+			skipOrFail(t, "needs %s in PATH (bash scripts/deps.sh installs it)", n)
+		}
+	}
+}
+
+var nameSeq atomic.Int32
+
+// uniqueName is at most 15 bytes (an interface name) and unique
+// machine-wide: /var/run/wireguard is shared by every namespace.
+func uniqueName(prefix string) string {
+	for {
+		n := fmt.Sprintf("%s%03x%d", prefix, os.Getpid()&0xfff, nameSeq.Add(1))
+		if _, err := os.Stat("/var/run/wireguard/" + n + ".sock"); err != nil {
+			return n
+		}
+	}
+}
+
+// impl is one WireGuard implementation under test.
+type impl struct{ name, bin string }
+
+// buildImpls returns fips-go (FIPS_GO_BIN or built from this tree),
+// wireguard-go built from the version go.mod pins, and Tailscale's fork
+// when bin/wireguard-go-ts (or FIPS_FLOOD_TS_BIN) exists.
+func buildImpls(t testing.TB, all bool) []impl {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	build := func(out string, args ...string) string {
+		p := filepath.Join(dir, out)
+		cmd := exec.Command("go", append([]string{"build", "-o", p}, args...)...)
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %v: %v\n%s", args, err, b)
+		}
+		return p
+	}
+	fips := os.Getenv("FIPS_GO_BIN")
+	if fips == "" {
+		fips = build("fips-go", ".")
+	} else if fips, err = filepath.Abs(fips); err != nil {
+		t.Fatal(err)
+	}
+	impls := []impl{{"fips-go", fips}}
+	if !all {
+		return impls
+	}
+	impls = append(impls, impl{"wireguard-go", build("wireguard-go", "golang.zx2c4.com/wireguard")})
+	ts := os.Getenv("FIPS_FLOOD_TS_BIN")
+	if ts == "" {
+		ts = filepath.Join(root, "bin", "wireguard-go-ts")
+	}
+	if _, err := os.Stat(ts); err == nil {
+		impls = append(impls, impl{"wireguard-go-ts", ts})
+	} else {
+		t.Logf("no Tailscale fork at %s: measuring without it", ts)
+	}
+	return impls
+}
+
+// netns is a namespace the test created; destroy ends what runs in it.
+type netns struct {
+	t    testing.TB
+	name string
+}
+
+func newNetns(t testing.TB, prefix string) *netns {
+	t.Helper()
+	ns := &netns{t: t, name: uniqueName(prefix)}
+	if out, err := exec.Command("ip", "netns", "add", ns.name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v\n%s", ns.name, err, out)
+	}
+	t.Cleanup(ns.destroy)
+	ns.run("ip", "link", "set", "lo", "up")
+	return ns
+}
+
+func (ns *netns) destroy() {
+	deadline := time.Now().Add(5 * time.Second)
+	sig := syscall.SIGTERM
+	for {
+		pids := ns.pids()
+		if len(pids) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			sig = syscall.SIGKILL
+		}
+		for _, p := range pids {
+			syscall.Kill(p, sig)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out, err := exec.Command("ip", "netns", "del", ns.name).CombinedOutput(); err != nil {
+		ns.t.Errorf("ip netns del %s: %v\n%s", ns.name, err, out)
+	}
+}
+
+func (ns *netns) pids() []int {
+	out, err := exec.Command("ip", "netns", "pids", ns.name).Output()
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		if p, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, p)
+		}
+	}
+	return pids
+}
+
+func (ns *netns) command(ctx context.Context, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns.name}, args...)...)
+}
+
+func (ns *netns) try(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := ns.command(ctx, args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s: %v: %w\n%s", ns.name, args, err, out)
+	}
+	return string(out), nil
+}
+
+func (ns *netns) run(args ...string) string {
+	ns.t.Helper()
+	out, err := ns.try(args...)
+	if err != nil {
+		ns.t.Fatal(err)
+	}
+	return out
+}
+
+// link joins a and b with a veth pair, addresses a4 and b4 (with prefix
+// length), and returns the interface names.
+func link(t testing.TB, a, b *netns, a4, b4 string) (ifA, ifB string) {
+	t.Helper()
+	ifA, ifB = uniqueName("flva"), uniqueName("flvb")
+	out, err := exec.Command("ip", "link", "add", ifA, "netns", a.name, "type", "veth",
+		"peer", "name", ifB, "netns", b.name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("creating veth: %v\n%s", err, out)
+	}
+	a.run("ip", "addr", "add", a4, "dev", ifA)
+	b.run("ip", "addr", "add", b4, "dev", ifB)
+	a.run("ip", "link", "set", ifA, "up")
+	b.run("ip", "link", "set", ifB, "up")
+	return ifA, ifB
+}
+
+// keypair is a WireGuard key pair, with the private key in a file for wg.
+type keypair struct {
+	pub, privFile string
+}
+
+func newKeypair(t testing.TB) keypair {
+	t.Helper()
+	priv, err := noise.GeneratePrivateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(f, []byte(priv.Base64()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return keypair{pub: priv.PublicKey().Base64(), privFile: f}
+}
+
+// daemon is one tunnel process, run in the foreground as the test's child
+// so its PID is known (ip netns exec execs it in place).
+type daemon struct {
+	ns    *netns
+	iface string
+	cmd   *exec.Cmd
+	done  chan struct{}
+}
+
+func startDaemon(t testing.TB, ns *netns, im impl, prefix string) *daemon {
+	t.Helper()
+	d := &daemon{ns: ns, iface: uniqueName(prefix), done: make(chan struct{})}
+	d.cmd = ns.command(context.Background(), im.bin, "-f", d.iface)
+	d.cmd.Env = append(os.Environ(), "LOG_LEVEL=error", "WG_PROCESS_FOREGROUND=1")
+	d.cmd.Stdout, d.cmd.Stderr = os.Stderr, os.Stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", im.name, err)
+	}
+	go func() { d.cmd.Wait(); close(d.done) }()
+	t.Cleanup(func() {
+		d.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-d.done:
+		case <-time.After(5 * time.Second):
+			d.cmd.Process.Kill()
+			<-d.done
+		}
+	})
+	sock := "/var/run/wireguard/" + d.iface + ".sock"
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			return d
+		}
+		if !d.alive() || time.Now().After(end) {
+			t.Fatalf("%s on %s: no UAPI socket %s", im.name, d.iface, sock)
+		}
+	}
+}
+
+func (d *daemon) alive() bool {
+	select {
+	case <-d.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (d *daemon) pid() int { return d.cmd.Process.Pid }
+
+// cpuTicks is the process's user+system time in clock ticks.
+func cpuTicks(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	k, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + k
+}
+
+// peakRSS reads VmHWM in KiB; resetPeakRSS starts a new peak from the
+// current RSS (clear_refs 5).
+func peakRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+func resetPeakRSS(pid int) {
+	os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}

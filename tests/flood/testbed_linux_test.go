@@ -1,0 +1,275 @@
+//go:build linux
+
+package flood
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The test bed: three namespaces.
+//
+//	initiator 192.168.98.1 ── 192.168.98.2 victim 192.168.99.2 ── 192.168.99.1 attacker
+//	tunnel    10.98.0.1    ←──────────→  10.98.0.2
+//
+// The attacker forges initiations from 10.99.0.0/16. The victim routes that
+// prefix back to the attacker, where it is local, so every reply stays in
+// the test and reaches the attacker's socket.
+const (
+	victimPort    = 51820
+	closedPort    = 51999 // nothing listens here: the baseline flood
+	attackSrcPort = 40000
+	floodSources  = "10.99.0.0/16"
+	tunVictim     = "10.98.0.2"
+	tunInitiator  = "10.98.0.1"
+	undInitiator  = "192.168.98.1"
+	undVictimI    = "192.168.98.2"
+	undAttacker   = "192.168.99.1"
+	undVictimA    = "192.168.99.2"
+	userHZ        = 100 // /proc/PID/stat clock ticks per second on Linux
+)
+
+type testbed struct {
+	t                   testing.TB
+	im                  impl
+	nsV, nsI, nsA       *netns
+	victim, initiator   *daemon
+	keyV, keyI          keypair
+	victimAttackerIface string
+}
+
+func newTestbed(t testing.TB, im impl) *testbed {
+	t.Helper()
+	b := &testbed{t: t, im: im}
+	b.nsV, b.nsI, b.nsA = newNetns(t, "flV"), newNetns(t, "flI"), newNetns(t, "flA")
+	link(t, b.nsI, b.nsV, undInitiator+"/24", undVictimI+"/24")
+	_, b.victimAttackerIface = link(t, b.nsA, b.nsV, undAttacker+"/24", undVictimA+"/24")
+	b.nsV.run("ip", "route", "add", floodSources, "via", undAttacker)
+	b.nsA.run("ip", "route", "add", "local", floodSources, "dev", "lo")
+	b.nsV.run("sh", "-c", "for f in /proc/sys/net/ipv4/conf/*/rp_filter; do echo 0 > $f; done")
+
+	b.keyV, b.keyI = newKeypair(t), newKeypair(t)
+	b.victim = startDaemon(t, b.nsV, im, "flwv")
+	b.initiator = startDaemon(t, b.nsI, im, "flwi")
+	b.nsV.run("wg", "set", b.victim.iface, "listen-port", strconv.Itoa(victimPort),
+		"private-key", b.keyV.privFile, "peer", b.keyI.pub,
+		"endpoint", fmt.Sprintf("%s:%d", undInitiator, victimPort), "allowed-ips", tunInitiator+"/32")
+	b.nsI.run("wg", "set", b.initiator.iface, "listen-port", strconv.Itoa(victimPort),
+		"private-key", b.keyI.privFile)
+	b.addVictimPeer()
+	for _, x := range []struct {
+		ns    *netns
+		iface string
+		addr  string
+	}{{b.nsV, b.victim.iface, tunVictim}, {b.nsI, b.initiator.iface, tunInitiator}} {
+		x.ns.run("ip", "addr", "add", x.addr+"/24", "dev", x.iface)
+		x.ns.run("ip", "link", "set", x.iface, "mtu", "1420", "up")
+	}
+	if _, err := b.nsI.try("ping", "-n", "-c", "1", "-w", "20", "-i", "0.2", tunVictim); err != nil {
+		t.Fatalf("%s: tunnel does not come up: %v", im.name, err)
+	}
+	srv := b.nsV.command(context.Background(), "iperf3", "-s", "-p", "5201")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go srv.Wait() // ended with the namespace
+	time.Sleep(300 * time.Millisecond)
+	return b
+}
+
+// addVictimPeer (re)configures the initiator's peer: the victim.
+func (b *testbed) addVictimPeer() {
+	b.nsI.run("wg", "set", b.initiator.iface, "peer", b.keyV.pub,
+		"endpoint", fmt.Sprintf("%s:%d", undVictimI, victimPort), "allowed-ips", tunVictim+"/32")
+}
+
+// scenario is one row of the benchmark.
+type scenario struct {
+	name    string
+	flood   bool
+	port    int // where the flood goes
+	single  bool
+	cookies bool
+}
+
+var (
+	noFlood      = scenario{name: "no flood"}
+	closedFlood  = scenario{name: "flood to a closed port", flood: true, port: closedPort}
+	multiFlood   = scenario{name: "flood, 65,536 sources", flood: true, port: victimPort}
+	singleFlood  = scenario{name: "flood, 1 source", flood: true, port: victimPort, single: true}
+	cookiesFlood = scenario{name: "flood, cookies answered", flood: true, port: victimPort, cookies: true}
+)
+
+// measurement is what one scenario left the legitimate peers and cost the
+// victim.
+type measurement struct {
+	sc           scenario
+	gbps         float64
+	iperfErr     string
+	rttMs        float64 // idle ping through the tunnel, average
+	handshake    float64 // seconds for a fresh handshake, -1: none in 30 s
+	cpuPct       float64 // victim CPU, percent of one core
+	peakRSSKiB   int64
+	sentPPS      float64 // attacker's send rate
+	deliveredPPS float64 // packets per second the victim's veth received
+	attack       attackResult
+	alive        bool
+}
+
+// measure runs one scenario: flood (if any) starts, warms up, then ping,
+// iperf3 for secs, and a fresh handshake, all under the flood.
+func (b *testbed) measure(sc scenario, secs int, warm time.Duration) measurement {
+	b.t.Helper()
+	m := measurement{sc: sc}
+	pid := b.victim.pid()
+	resetPeakRSS(pid)
+	c0, rx0, t0 := cpuTicks(pid), b.victimRx(), time.Now()
+	var stop func() attackResult
+	if sc.flood {
+		stop = b.startAttacker(sc)
+		time.Sleep(warm)
+	}
+	m.rttMs = b.rtt()
+	m.gbps, m.iperfErr = b.iperf(secs)
+	m.handshake = b.freshHandshake()
+	if stop != nil {
+		m.attack = stop()
+	}
+	el := time.Since(t0).Seconds()
+	m.cpuPct = float64(cpuTicks(pid)-c0) / userHZ / el * 100
+	m.deliveredPPS = float64(b.victimRx()-rx0) / el
+	if m.attack.Seconds > 0 {
+		m.sentPPS = float64(m.attack.Sent) / m.attack.Seconds
+	}
+	m.peakRSSKiB = peakRSS(pid)
+	m.alive = b.victim.alive()
+	return m
+}
+
+func (b *testbed) victimRx() int64 {
+	out, err := b.nsV.try("cat", "/sys/class/net/"+b.victimAttackerIface+"/statistics/rx_packets")
+	if err != nil {
+		return 0
+	}
+	v, _ := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	return v
+}
+
+// rtt is the average of 20 pings 50 ms apart, 0 if none came back.
+func (b *testbed) rtt() float64 {
+	out, _ := b.nsI.try("ping", "-n", "-q", "-c", "20", "-i", "0.05", "-W", "1", tunVictim)
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "rtt") {
+			f := strings.Split(strings.Fields(l)[3], "/")
+			v, _ := strconv.ParseFloat(f[1], 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// iperf runs one TCP stream from the initiator to the victim.
+func (b *testbed) iperf(secs int) (float64, string) {
+	out, err := b.nsI.try("iperf3", "-c", tunVictim, "-p", "5201", "-t", strconv.Itoa(secs), "-J")
+	var r struct {
+		End struct {
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+		Error string `json:"error"`
+	}
+	if i := strings.IndexByte(out, '{'); i < 0 {
+		if err == nil {
+			err = fmt.Errorf("iperf3 printed no JSON: %q", out)
+		}
+	} else if jerr := json.Unmarshal([]byte(out[i:]), &r); jerr != nil && err == nil {
+		err = jerr
+	}
+	if r.Error != "" {
+		return 0, r.Error
+	}
+	if err != nil {
+		return 0, err.Error()
+	}
+	return r.End.SumReceived.BitsPerSecond / 1e9, ""
+}
+
+// freshHandshake forgets the victim on the initiator and puts it back, then
+// times how long until a ping through the tunnel is answered: the new
+// handshake, initiated by the initiator, is what that waits for.
+func (b *testbed) freshHandshake() float64 {
+	b.nsI.run("wg", "set", b.initiator.iface, "peer", b.keyV.pub, "remove")
+	start := time.Now()
+	b.addVictimPeer()
+	if _, err := b.nsI.try("ping", "-n", "-c", "1", "-w", "30", "-i", "0.05", tunVictim); err != nil {
+		return -1
+	}
+	return time.Since(start).Seconds()
+}
+
+// startAttacker runs the attacker in its namespace; the returned stop ends
+// the flood and returns what the attacker counted.
+func (b *testbed) startAttacker(sc scenario) (stop func() attackResult) {
+	b.t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	spec, _ := json.Marshal(attackSpec{
+		Victim:    fmt.Sprintf("%s:%d", undVictimA, sc.port),
+		VictimPub: b.keyV.pub,
+		Sources:   floodSources,
+		Single:    sc.single,
+		Cookies:   sc.cookies,
+		SrcPort:   attackSrcPort,
+	})
+	cmd := b.nsA.command(context.Background(), exe)
+	cmd.Env = append(os.Environ(), attackerEnv+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.t.Fatal(err)
+	}
+	lines := make(chan string, 4)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	if l, ok := <-lines; !ok || l != "ready" {
+		cmd.Wait()
+		b.t.Fatalf("attacker did not start: %q", l)
+	}
+	return func() attackResult {
+		stdin.Close()
+		var res attackResult
+		for l := range lines {
+			if j, ok := strings.CutPrefix(l, "result "); ok {
+				if err := json.Unmarshal([]byte(j), &res); err != nil {
+					b.t.Errorf("attacker result %q: %v", j, err)
+				}
+			}
+		}
+		if err := cmd.Wait(); err != nil {
+			b.t.Errorf("attacker: %v (%s)", err, res.Err)
+		}
+		return res
+	}
+}
