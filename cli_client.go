@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/fips-go/fips-go/device"
@@ -55,7 +54,7 @@ func clientCommands() []*cli.Command {
 		{
 			Name:      "show",
 			Usage:     "show interfaces, peers and fips-go's counters (like wg show)",
-			ArgsUsage: "[IFACE | all | interfaces] [dump]",
+			ArgsUsage: "[IFACE | all | interfaces] [public-key | private-key | listen-port | fwmark | peers | preshared-keys | endpoints | allowed-ips | latest-handshakes | transfer | persistent-keepalive | dump]",
 			Flags: []cli.Flag{
 				&cli.BoolFlag{Name: "counters", Value: true, Usage: "also print fips-go's drop and handshake counters"},
 				&cli.BoolFlag{Name: "show-keys", Usage: "print private and preshared keys instead of (hidden)"},
@@ -159,67 +158,4 @@ func oneArg(c *cli.Command, what string) (string, error) {
 		return "", fmt.Errorf("%s: want %s", c.Name, what)
 	}
 	return c.Args().First(), nil
-}
-
-func cmdShow(ctx context.Context, c *cli.Command) error {
-	args := c.Args().Slice()
-	target, dump := "all", false
-	if len(args) > 0 {
-		target = args[0]
-	}
-	if len(args) > 1 {
-		if args[1] != "dump" {
-			return fmt.Errorf("show: unknown field %q (only dump is supported)", args[1])
-		}
-		dump = true
-	}
-	if len(args) > 2 {
-		return errors.New("show: too many arguments")
-	}
-	w := c.Root().Writer
-	if target == "interfaces" {
-		names, err := ipc.Interfaces(socketDir())
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(w, strings.Join(names, " "))
-		return err
-	}
-	names := []string{target}
-	if target == "all" {
-		var err error
-		if names, err = ipc.Interfaces(socketDir()); err != nil {
-			return err
-		}
-	}
-	opts := ipc.ShowOptions{Now: time.Now(), Counters: c.Bool("counters"), ShowKeys: c.Bool("show-keys")}
-	for i, name := range names {
-		err := withClient(name, func(cl *ipc.Client) error {
-			st, err := cl.Get()
-			if err != nil {
-				return err
-			}
-			if opts.Counters && !dump {
-				// wireguard-go does not know the counters request; show what it can.
-				if ctrs, err := cl.Counters(); err == nil {
-					st.Counters = ctrs
-				}
-			}
-			if dump {
-				prefix := ""
-				if target == "all" {
-					prefix = name
-				}
-				return ipc.FormatDump(w, prefix, st)
-			}
-			if i > 0 {
-				fmt.Fprintln(w)
-			}
-			return ipc.FormatShow(w, name, st, opts)
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

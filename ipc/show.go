@@ -209,12 +209,8 @@ func FormatDump(w io.Writer, iface string, st device.Status) error {
 		if ps.Endpoint.IsValid() {
 			ep = ps.Endpoint.String()
 		}
-		var hs int64
-		if !ps.LastHandshake.IsZero() {
-			hs = ps.LastHandshake.Unix()
-		}
 		fmt.Fprintf(bw, "%s%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", prefix, ps.PublicKey.String(), psk, ep,
-			joinPrefixes(ps, ",", "(none)"), hs, ps.RxBytes, ps.TxBytes, offOr(uint64(ps.PersistentKeepalive), false))
+			joinPrefixes(ps, ",", "(none)"), handshakeUnix(ps), ps.RxBytes, ps.TxBytes, offOr(uint64(ps.PersistentKeepalive), false))
 	}
 	return bw.Flush()
 }

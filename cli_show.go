@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/ipc"
+	"github.com/urfave/cli/v3"
+)
+
+// cmdShow is `wg show` with fips-go's counters added to the pretty form.
+// The single-field forms and dump print exactly what wg prints, so scripts
+// written for wg work unchanged.
+func cmdShow(ctx context.Context, c *cli.Command) error {
+	args := c.Args().Slice()
+	if len(args) > 2 {
+		return errors.New("show: too many arguments")
+	}
+	target, field := "all", ""
+	if len(args) > 0 {
+		target = args[0]
+	}
+	if len(args) > 1 {
+		field = args[1]
+		if !slices.Contains(ipc.ShowFields, field) {
+			return fmt.Errorf("show: invalid parameter %q (want one of %s)", field, strings.Join(ipc.ShowFields, ", "))
+		}
+	}
+	w := c.Root().Writer
+	if target == "interfaces" {
+		if field != "" {
+			return errors.New("show interfaces: takes no field")
+		}
+		names, err := ipc.Interfaces(socketDir())
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(w, strings.Join(names, " "))
+		return err
+	}
+	all := target == "all"
+	names := []string{target}
+	if all {
+		var err error
+		if names, err = ipc.Interfaces(socketDir()); err != nil {
+			return err
+		}
+	}
+	opts := ipc.ShowOptions{Now: time.Now(), Counters: c.Bool("counters") && field == "", ShowKeys: c.Bool("show-keys")}
+	for i, name := range names {
+		st, err := getStatus(name, opts.Counters)
+		if err != nil {
+			if !all {
+				return err
+			}
+			// As wg does: one interface that went away does not hide the others.
+			fmt.Fprintf(c.Root().ErrWriter, "%v\n", err)
+			continue
+		}
+		if field != "" {
+			prefix := ""
+			if all {
+				prefix = name
+			}
+			err = ipc.FormatField(w, prefix, st, field)
+		} else {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			err = ipc.FormatShow(w, name, st, opts)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// getStatus reads an interface's status and, if asked, fips-go's counters
+// (a wireguard-go daemon does not know that request; it then has none).
+func getStatus(name string, counters bool) (device.Status, error) {
+	var st device.Status
+	err := withClient(name, func(cl *ipc.Client) error {
+		var err error
+		if st, err = cl.Get(); err != nil {
+			return err
+		}
+		if counters {
+			if ctrs, err := cl.Counters(); err == nil {
+				st.Counters = ctrs
+			}
+		}
+		return nil
+	})
+	return st, err
+}
