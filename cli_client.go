@@ -58,6 +58,9 @@ func clientCommands() []*cli.Command {
 			Flags: []cli.Flag{
 				&cli.BoolFlag{Name: "counters", Value: true, Usage: "also print fips-go's drop and handshake counters"},
 				&cli.BoolFlag{Name: "show-keys", Usage: "print private and preshared keys instead of (hidden)"},
+				&cli.BoolFlag{Name: "watch", Usage: "refresh every --interval with per-peer rates (Mbit/s) and drops/s, like top"},
+				&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "refresh interval for --watch"},
+				&cli.IntFlag{Name: "count", Usage: "with --watch, stop after this many frames (0: until Ctrl-C)"},
 			},
 			Action: cmdShow,
 		},

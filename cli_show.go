@@ -43,6 +43,12 @@ func cmdShow(ctx context.Context, c *cli.Command) error {
 		_, err = fmt.Fprintln(w, strings.Join(names, " "))
 		return err
 	}
+	if c.Bool("watch") {
+		if field != "" || target == "all" {
+			return errors.New("show --watch: want one IFACE and no field")
+		}
+		return watch(ctx, c, target)
+	}
 	all := target == "all"
 	names := []string{target}
 	if all {
