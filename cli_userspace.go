@@ -14,6 +14,8 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/dnsfollow"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/tun/netstack"
 	"github.com/urfave/cli/v3"
@@ -65,6 +67,7 @@ type forward struct {
 
 type userspaceOptions struct {
 	cfg       *device.Config
+	names     map[noise.PublicKey]string // peers whose Endpoint is a host name
 	addrs     []netip.Addr
 	forwards  []forward
 	mtu       int
@@ -82,7 +85,7 @@ func userspaceOptionsFrom(c *cli.Command) (userspaceOptions, error) {
 		return o, err
 	}
 	defer f.Close()
-	if o.cfg, err = ipc.ParseConfigFile(f, c.String("config"), resolveHost); err != nil {
+	if o.cfg, o.names, err = ipc.ParseConfigFileNames(f, c.String("config"), resolveHost); err != nil {
 		return o, err
 	}
 	for _, s := range c.StringSlice("address") {
@@ -143,6 +146,20 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 		return err
 	}
 	defer stopMetrics()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	// Whatever ends the run (ctx or the device) ends the goroutines below
+	// before wg.Wait.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if len(o.names) > 0 {
+		// Endpoints given as host names follow the name when handshakes fail.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dnsfollow.Run(ctx, dev, o.names, dnsfollow.Options{Logf: o.logf})
+		}()
+	}
 	if o.socketDir != "" {
 		if err := privateSocketDir(o.socketDir, os.Getuid()); err != nil {
 			return err
@@ -154,8 +171,6 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 		defer l.Close()
 		go l.Serve(dev, ipc.ServeOptions{Logf: o.logf})
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	var locals []net.Addr
 	for _, f := range o.forwards {
 		ln, err := net.Listen("tcp", f.local)

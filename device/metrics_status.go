@@ -1,6 +1,7 @@
 package device
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/fips-go/fips-go/device/noise"
@@ -11,8 +12,12 @@ import (
 // neither walks the allowed-IPs trie nor copies secrets.
 type PeerStats struct {
 	PublicKey        noise.PublicKey
+	Endpoint         netip.AddrPort // zero when unknown
 	RxBytes, TxBytes uint64
 	LastHandshake    time.Time // zero when none
+	// LastInitiation is when this side last sent a handshake initiation
+	// (zero: never); one later than LastHandshake is still unanswered.
+	LastInitiation time.Time
 }
 
 // Stats is a scrape's read-only view of the device.
@@ -51,10 +56,14 @@ func (d *Device) Stats(maxPeers int) Stats {
 		if !detail {
 			continue
 		}
+		ps := PeerStats{PublicKey: p.pub, RxBytes: rx, TxBytes: tx}
+		if ep, ok := p.endpoint(); ok {
+			ps.Endpoint = ep.Dst
+		}
 		p.mu.Lock()
-		hs := p.lastHSAt
+		ps.LastHandshake, ps.LastInitiation = p.lastHSAt, p.lastInitAt
 		p.mu.Unlock()
-		st.PeerStats = append(st.PeerStats, PeerStats{PublicKey: p.pub, RxBytes: rx, TxBytes: tx, LastHandshake: hs})
+		st.PeerStats = append(st.PeerStats, ps)
 	}
 	return st
 }
