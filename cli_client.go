@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/urfave/cli/v3"
 )
@@ -99,14 +100,14 @@ func clientCommands() []*cli.Command {
 				return withClient(args[0], func(cl *ipc.Client) error { return cl.Set(cfg) })
 			},
 		},
-		confCommand("setconf", "replace the interface's configuration with a config file", ipc.ParseConfigFile),
-		confCommand("addconf", "add the peers and settings of a config file to the interface", ipc.ParseAddConfigFile),
+		confCommand("setconf", "replace the interface's configuration with a config file", ipc.ParseConfigFileNames, true),
+		confCommand("addconf", "add the peers and settings of a config file to the interface", ipc.ParseAddConfigFileNames, false),
 		{
 			Name:      "syncconf",
 			Usage:     "make the interface match a config file, disturbing unchanged peers as little as possible",
 			ArgsUsage: "IFACE FILE",
 			Action: func(ctx context.Context, c *cli.Command) error {
-				iface, want, err := readConf(c, ipc.ParseConfigFile)
+				iface, want, names, err := readConf(c, ipc.ParseConfigFileNames)
 				if err != nil {
 					return err
 				}
@@ -115,43 +116,57 @@ func clientCommands() []*cli.Command {
 					if err != nil {
 						return err
 					}
-					return cl.Set(ipc.SyncConfig(cur, want))
+					if err := cl.Set(ipc.SyncConfig(cur, want)); err != nil {
+						return err
+					}
+					sendNames(cl, names, true, c.Root().ErrWriter)
+					return nil
 				})
 			},
 		},
 	}
 }
 
-type confParser func(r io.Reader, name string, resolve ipc.Resolver) (*device.Config, error)
+// confParser parses a config file, returning the peers whose Endpoint is a
+// host name with that name.
+type confParser func(r io.Reader, name string, resolve ipc.Resolver) (*device.Config, map[noise.PublicKey]string, error)
 
-func readConf(c *cli.Command, parse confParser) (string, *device.Config, error) {
+func readConf(c *cli.Command, parse confParser) (string, *device.Config, map[noise.PublicKey]string, error) {
 	args := c.Args().Slice()
 	if len(args) != 2 {
-		return "", nil, fmt.Errorf("%s: want IFACE FILE", c.Name)
+		return "", nil, nil, fmt.Errorf("%s: want IFACE FILE", c.Name)
 	}
 	f, err := os.Open(args[1])
 	if err != nil {
-		return "", nil, fmt.Errorf("%s: %w", c.Name, err)
+		return "", nil, nil, fmt.Errorf("%s: %w", c.Name, err)
 	}
 	defer f.Close()
-	cfg, err := parse(f, args[1], resolveHost)
+	cfg, names, err := parse(f, args[1], resolveHost)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	return args[0], cfg, nil
+	return args[0], cfg, names, nil
 }
 
-func confCommand(name, usage string, parse confParser) *cli.Command {
+// confCommand is setconf or addconf; replace says whether the file's
+// endpoint names replace those the daemon follows.
+func confCommand(name, usage string, parse confParser, replace bool) *cli.Command {
 	return &cli.Command{
 		Name:      name,
 		Usage:     usage,
 		ArgsUsage: "IFACE FILE",
 		Action: func(ctx context.Context, c *cli.Command) error {
-			iface, cfg, err := readConf(c, parse)
+			iface, cfg, names, err := readConf(c, parse)
 			if err != nil {
 				return err
 			}
-			return withClient(iface, func(cl *ipc.Client) error { return cl.Set(cfg) })
+			return withClient(iface, func(cl *ipc.Client) error {
+				if err := cl.Set(cfg); err != nil {
+					return err
+				}
+				sendNames(cl, names, replace, c.Root().ErrWriter)
+				return nil
+			})
 		},
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/internal/dnsfollow"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/metrics"
 	"github.com/fips-go/fips-go/tun"
@@ -220,8 +221,11 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig) error {
 		return err
 	}
 	defer stopMetrics()
+	names := dnsfollow.NewTable()
+	stopFollow := followNames(d, names, logf)
+	defer stopFollow()
 	go func() {
-		if err := l.Serve(d, ipc.ServeOptions{Logf: logf}); err != nil {
+		if err := l.Serve(namedDevice{d, names}, ipc.ServeOptions{Logf: logf}); err != nil {
 			errf("UAPI: %v", err)
 		}
 	}()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/urfave/cli/v3"
 )
@@ -59,7 +60,8 @@ func cmdShow(ctx context.Context, c *cli.Command) error {
 	}
 	opts := ipc.ShowOptions{Now: time.Now(), Counters: c.Bool("counters") && field == "", ShowKeys: c.Bool("show-keys")}
 	for i, name := range names {
-		st, err := getStatus(name, opts.Counters)
+		st, epNames, err := getStatus(name, opts.Counters, field == "")
+		opts.EndpointNames = epNames
 		if err != nil {
 			if !all {
 				return err
@@ -88,9 +90,11 @@ func cmdShow(ctx context.Context, c *cli.Command) error {
 }
 
 // getStatus reads an interface's status and, if asked, fips-go's counters
-// (a wireguard-go daemon does not know that request; it then has none).
-func getStatus(name string, counters bool) (device.Status, error) {
+// and the endpoint names it follows (a wireguard-go daemon knows neither
+// request; it then has none).
+func getStatus(name string, counters, epNames bool) (device.Status, map[noise.PublicKey]string, error) {
 	var st device.Status
+	var names map[noise.PublicKey]string
 	err := withClient(name, func(cl *ipc.Client) error {
 		var err error
 		if st, err = cl.Get(); err != nil {
@@ -101,7 +105,10 @@ func getStatus(name string, counters bool) (device.Status, error) {
 				st.Counters = ctrs
 			}
 		}
+		if epNames {
+			names, _ = cl.EndpointNames()
+		}
 		return nil
 	})
-	return st, err
+	return st, names, err
 }

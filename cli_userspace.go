@@ -146,20 +146,16 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 		return err
 	}
 	defer stopMetrics()
+	// Endpoints given as host names follow the name when handshakes fail;
+	// `fips-go setconf` through the socket may change the names.
+	names := dnsfollow.NewTable()
+	if err := names.Set(o.names, true); err != nil {
+		return err
+	}
+	stopFollow := followNames(dev, names, o.logf)
+	defer stopFollow()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	// Whatever ends the run (ctx or the device) ends the goroutines below
-	// before wg.Wait.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if len(o.names) > 0 {
-		// Endpoints given as host names follow the name when handshakes fail.
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dnsfollow.Run(ctx, dev, o.names, dnsfollow.Options{Logf: o.logf})
-		}()
-	}
 	if o.socketDir != "" {
 		if err := privateSocketDir(o.socketDir, os.Getuid()); err != nil {
 			return err
@@ -169,7 +165,7 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 			return err
 		}
 		defer l.Close()
-		go l.Serve(dev, ipc.ServeOptions{Logf: o.logf})
+		go l.Serve(namedDevice{dev, names}, ipc.ServeOptions{Logf: o.logf})
 	}
 	var locals []net.Addr
 	for _, f := range o.forwards {

@@ -88,13 +88,27 @@ func ParseConfigFileNames(r io.Reader, name string, resolve Resolver) (*device.C
 	if err != nil {
 		return nil, nil, err
 	}
+	return &p.cfg, p.endpointNames(), nil
+}
+
+// ParseAddConfigFileNames is ParseAddConfigFile with the names of
+// ParseConfigFileNames.
+func ParseAddConfigFileNames(r io.Reader, name string, resolve Resolver) (*device.Config, map[noise.PublicKey]string, error) {
+	p, err := parseConfigWith(r, name, resolve, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &p.cfg, p.endpointNames(), nil
+}
+
+func (p *confParser) endpointNames() map[noise.PublicKey]string {
 	names := map[noise.PublicKey]string{}
 	for i, n := range p.names {
 		if n != "" {
 			names[p.cfg.Peers[i].PublicKey] = n
 		}
 	}
-	return &p.cfg, names, nil
+	return names
 }
 
 func parseConfig(r io.Reader, name string, resolve Resolver, appendMode bool) (*device.Config, error) {

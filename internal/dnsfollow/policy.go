@@ -46,10 +46,14 @@ type Policy struct {
 }
 
 type entry struct {
+	name     string // as given, "host:port"
 	host     string
 	port     uint16
 	last     time.Time // when the last resolve started (zero: never)
 	inFlight bool
+	// failingSince is the first unanswered initiation seen since the last
+	// completed handshake (zero: none).
+	failingSince time.Time
 }
 
 // NewPolicy follows names, a peer's "host:port" each; entries that do not
@@ -63,38 +67,69 @@ func NewPolicy(names map[noise.PublicKey]string, minInterval, failAfter time.Dur
 		failAfter = DefaultFailAfter
 	}
 	p := &Policy{minInterval: minInterval, failAfter: failAfter, peers: map[noise.PublicKey]*entry{}}
+	return p, p.Sync(names)
+}
+
+// Sync makes the followed names those of names: new ones are added,
+// missing ones dropped, and a peer whose name changed starts afresh; an
+// unchanged name keeps its rate limit and any lookup in flight. Entries
+// that do not parse are left out and returned.
+func (p *Policy) Sync(names map[noise.PublicKey]string) []string {
+	for k, e := range p.peers {
+		if n, ok := names[k]; !ok || n != e.name {
+			delete(p.peers, k)
+		}
+	}
 	var bad []string
 	for k, name := range names {
+		if _, ok := p.peers[k]; ok {
+			continue
+		}
 		host, port, err := net.SplitHostPort(name)
 		n, perr := strconv.ParseUint(port, 10, 16)
 		if err != nil || perr != nil || host == "" {
 			bad = append(bad, name)
 			continue
 		}
-		p.peers[k] = &entry{host: host, port: uint16(n)}
+		p.peers[k] = &entry{name: name, host: host, port: uint16(n)}
 	}
-	return p, bad
+	return bad
 }
 
 // Len is the number of names followed.
 func (p *Policy) Len() int { return len(p.peers) }
 
-// Failing reports whether o's latest initiation has gone unanswered for
-// failAfter: sent after the last completed handshake, and long enough ago.
-func (p *Policy) Failing(o Observation, now time.Time) bool {
-	return !o.LastInitiation.IsZero() && o.LastInitiation.After(o.LastHandshake) &&
-		now.Sub(o.LastInitiation) >= p.failAfter
+// unanswered reports whether o's latest initiation came after its last
+// completed handshake.
+func unanswered(o Observation) bool {
+	return !o.LastInitiation.IsZero() && o.LastInitiation.After(o.LastHandshake)
 }
 
-// Due returns the names to resolve now and marks them in flight: peers
-// that are followed and failing, with no resolve in flight (so triggers
-// that come while one runs are coalesced into it) and none started within
-// minInterval.
-func (p *Policy) Due(now time.Time, obs []Observation) []Job {
+// Due returns at most max names to resolve now and marks them in flight:
+// followed peers whose initiations have gone unanswered for failAfter
+// (since the first of them), with no resolve in flight (so
+// triggers that come while one runs are coalesced into it) and none
+// started within minInterval.
+func (p *Policy) Due(now time.Time, obs []Observation, max int) []Job {
 	var jobs []Job
 	for _, o := range obs {
+		if len(jobs) >= max {
+			break
+		}
 		e := p.peers[o.Key]
-		if e == nil || e.inFlight || !p.Failing(o, now) {
+		if e == nil {
+			continue
+		}
+		// Retransmissions renew LastInitiation every REKEY_TIMEOUT, so
+		// failure is measured from the first unanswered one seen.
+		if !unanswered(o) {
+			e.failingSince = time.Time{}
+			continue
+		}
+		if e.failingSince.IsZero() {
+			e.failingSince = o.LastInitiation
+		}
+		if e.inFlight || now.Sub(e.failingSince) < p.failAfter {
 			continue
 		}
 		if !e.last.IsZero() && now.Sub(e.last) < p.minInterval {
@@ -106,13 +141,13 @@ func (p *Policy) Due(now time.Time, obs []Observation) []Job {
 	return jobs
 }
 
-// Done records the outcome of a Job and returns the endpoint to apply, or
-// false to keep current: on an error, when no address came back, or when
+// Done records the outcome of job and returns the endpoint to apply, or
+// false to keep current: on an error, when no address came back, when
 // current is still among them (a name with several addresses does not
-// flap between them).
-func (p *Policy) Done(key noise.PublicKey, addrs []netip.Addr, err error, current netip.AddrPort) (netip.AddrPort, bool) {
-	e := p.peers[key]
-	if e == nil {
+// flap between them), or when the peer's name changed meanwhile.
+func (p *Policy) Done(job Job, addrs []netip.Addr, err error, current netip.AddrPort) (netip.AddrPort, bool) {
+	e := p.peers[job.Key]
+	if e == nil || e.host != job.Host {
 		return netip.AddrPort{}, false
 	}
 	e.inFlight = false
@@ -126,6 +161,3 @@ func (p *Policy) Done(key noise.PublicKey, addrs []netip.Addr, err error, curren
 	}
 	return netip.AddrPortFrom(addrs[0].Unmap(), e.port), true
 }
-
-// Forget stops following a peer (it was removed).
-func (p *Policy) Forget(key noise.PublicKey) { delete(p.peers, key) }

@@ -30,8 +30,8 @@ type Options struct {
 	MinInterval, FailAfter time.Duration
 	// MaxLookups bounds lookups in flight at once (default 8).
 	MaxLookups int
-	// Logf receives a line per changed address and per failed lookup; nil
-	// discards.
+	// Logf receives a line per lookup (at most one per peer per
+	// MinInterval) and per changed address; nil discards.
 	Logf func(format string, args ...any)
 }
 
@@ -56,57 +56,83 @@ func (o Options) withDefaults() Options {
 }
 
 type result struct {
-	key   noise.PublicKey
-	host  string
+	job   Job
 	addrs []netip.Addr
 	err   error
 }
 
-// Run follows names (peer key to "host:port") on dev until ctx ends.
-// Lookups run on their own goroutines, at most MaxLookups at once; the
+// Names returns the names to follow now, peer key to "host:port". Run
+// calls it on every tick; the map must not be changed afterwards.
+type Names func() map[noise.PublicKey]string
+
+// Static is Names for a set that never changes.
+func Static(names map[noise.PublicKey]string) Names {
+	return func() map[noise.PublicKey]string { return names }
+}
+
+// Run follows names on dev until ctx ends. Lookups run on their own
+// goroutines, one per followed peer at most and MaxLookups at once; the
 // policy and the device are touched only here. A changed address is
 // applied as one update-only change of that peer's endpoint, so a peer
 // removed meanwhile is not brought back.
-func Run(ctx context.Context, dev Device, names map[noise.PublicKey]string, opts Options) {
+func Run(ctx context.Context, dev Device, names Names, opts Options) {
 	opts = opts.withDefaults()
-	pol, bad := NewPolicy(names, opts.MinInterval, opts.FailAfter)
-	for _, b := range bad {
-		opts.Logf("dnsfollow: not following %q: want host:port", b)
-	}
-	if pol.Len() == 0 {
-		return
-	}
-	results := make(chan result, pol.Len())
+	pol, _ := NewPolicy(nil, opts.MinInterval, opts.FailAfter)
+	reported := map[string]bool{}
+	// One pending result per followed peer at most; sized on the fly.
+	results := make(chan result, 64)
+	pending := 0
 	sem := make(chan struct{}, opts.MaxLookups)
 	tick := time.NewTicker(opts.Tick)
 	defer tick.Stop()
+	defer func() {
+		for ; pending > 0; pending-- {
+			<-results
+		}
+	}()
 	current := map[noise.PublicKey]netip.AddrPort{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case r := <-results:
-			ap, change := pol.Done(r.key, r.addrs, r.err, current[r.key])
+			pending--
+			key := r.job.Key
+			ap, change := pol.Done(r.job, r.addrs, r.err, current[key])
 			if r.err != nil {
-				opts.Logf("dnsfollow: resolving %s: %v", r.host, r.err)
+				opts.Logf("dnsfollow: handshakes to %s fail; resolving it again: %v", r.job.Host, r.err)
+			} else if !change {
+				opts.Logf("dnsfollow: handshakes to %s fail; it still resolves to %v", r.job.Host, r.addrs)
 			}
 			if change {
-				err := dev.Apply(&device.Config{Peers: []device.PeerConfig{{PublicKey: r.key, UpdateOnly: true, Endpoint: &ap}}})
-				opts.Logf("dnsfollow: %s moved from %v to %v (applied: %v)", r.host, current[r.key], ap, err)
+				err := dev.Apply(&device.Config{Peers: []device.PeerConfig{{PublicKey: key, UpdateOnly: true, Endpoint: &ap}}})
+				opts.Logf("dnsfollow: %s moved from %v to %v (applied: %v)", r.job.Host, current[key], ap, err)
 			}
 		case now := <-tick.C:
+			for _, b := range pol.Sync(names()) {
+				if !reported[b] {
+					reported[b] = true
+					opts.Logf("dnsfollow: not following %q: want host:port", b)
+				}
+			}
+			if pol.Len() == 0 {
+				continue
+			}
 			st := dev.Stats(math.MaxInt)
 			obs := make([]Observation, len(st.PeerStats))
+			clear(current)
 			for i, ps := range st.PeerStats {
 				obs[i] = Observation{Key: ps.PublicKey, Endpoint: ps.Endpoint, LastHandshake: ps.LastHandshake, LastInitiation: ps.LastInitiation}
 				current[ps.PublicKey] = ps.Endpoint
 			}
-			for _, job := range pol.Due(now, obs) {
+			// The rest are due again next tick.
+			for _, job := range pol.Due(now, obs, cap(results)-pending) {
+				pending++
 				go func() {
 					sem <- struct{}{}
 					defer func() { <-sem }()
 					addrs, err := opts.Resolve(ctx, job.Host)
-					results <- result{key: job.Key, host: job.Host, addrs: addrs, err: err}
+					results <- result{job: job, addrs: addrs, err: err}
 				}()
 			}
 		}

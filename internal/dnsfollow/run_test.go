@@ -86,7 +86,7 @@ func (s *setup) run(t *testing.T, dns *fakeDNS) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		dnsfollow.Run(ctx, s.a, map[noise.PublicKey]string{s.keyB: "b.example:" + itoa(s.portB)}, dnsfollow.Options{
+		dnsfollow.Run(ctx, s.a, dnsfollow.Static(map[noise.PublicKey]string{s.keyB: "b.example:" + itoa(s.portB)}), dnsfollow.Options{
 			Resolve: dns.resolve, Tick: 50 * time.Millisecond, MinInterval: time.Second, FailAfter: 300 * time.Millisecond,
 			Logf: t.Logf,
 		})

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,6 +31,13 @@ type privateRun struct {
 // startPrivate starts one fips-go daemon per name inside a private run.
 func startPrivate(t *testing.T, names ...string) *privateRun {
 	t.Helper()
+	return startPrivateHosts(t, "", names...)
+}
+
+// startPrivateHosts is startPrivate with hosts (if not "") bind-mounted
+// over /etc/hosts, so a test controls what names resolve to.
+func startPrivateHosts(t *testing.T, hosts string, names ...string) *privateRun {
+	t.Helper()
 	ns := &netns{t: t, name: uniqueName("metr")}
 	if out, err := exec.Command("ip", "netns", "add", ns.name).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add %s: %v\n%s", ns.name, err, out)
@@ -36,8 +45,12 @@ func startPrivate(t *testing.T, names ...string) *privateRun {
 	t.Cleanup(ns.destroy)
 	ns.run("ip", "link", "set", "lo", "up")
 	script := "mount -t tmpfs tmpfs /run/wireguard || exit 1\n"
+	if hosts != "" {
+		script += "mount --bind " + hosts + " /etc/hosts || exit 1\n"
+	}
+	logPath := filepath.Join(t.TempDir(), "daemons.log")
 	for _, n := range names {
-		script += binPath(t, binFipsGo) + " " + n + " || exit 1\n"
+		script += "LOG_LEVEL=verbose " + binPath(t, binFipsGo) + " " + n + " >>" + logPath + " 2>&1 || exit 1\n"
 	}
 	script += "echo ready\nexec sleep 600\n"
 	cmd := ns.command(context.Background(), "unshare", "--mount", "--propagation", "private", "sh", "-c", script)
@@ -54,7 +67,14 @@ func startPrivate(t *testing.T, names ...string) *privateRun {
 		cmd.Wait()
 		t.Fatalf("starting the daemons in a private /run/wireguard failed (%q)", line)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("daemon logs:\n%s", b)
+		}
+	})
 	return &privateRun{t: t, ns: ns, holder: cmd}
 }
 
