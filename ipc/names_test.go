@@ -97,7 +97,7 @@ func TestEndpointNamesMalformed(t *testing.T) {
 	h := &namesHandler{}
 	l, _ := startServer(t, h, ipc.ServeOptions{MaxRequest: 1 << 12})
 	for _, req := range []string{
-		"set=fipsnames\nendpoint_name=a.example:1\n\n",              // no key first
+		"set=fipsnames\nendpoint_name=a.example:1\n\n",                // no key first
 		"set=fipsnames\npublic_key=zz\nendpoint_name=a.example:1\n\n", // bad key
 		"set=fipsnames\npublic_key=" + hexKey(2) + "\nreplace=true\n\n",
 		"set=fipsnames\nnonsense\n\n",
