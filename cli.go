@@ -22,11 +22,12 @@ func newApp() *cli.Command {
 		Description: "Run as `fips-go wg0` (or via wg-quick with WG_QUICK_USERSPACE_IMPLEMENTATION=fips-go),\n" +
 			"then configure with `wg` or the built-in `fips-go set/setconf/show`.\n" +
 			"Environment: LOG_LEVEL=verbose|debug|error|silent, WG_SOCKET_DIR (client commands),\n" +
-			"FIPS_GO_DISABLE_GSO=1 / FIPS_GO_DISABLE_GRO=1 to turn UDP offloads off.",
+			"FIPS_GO_DISABLE_GSO=1 / FIPS_GO_DISABLE_GRO=1 to turn UDP offloads off,\n" +
+			"FIPS_GO_METRICS=ADDR as --metrics (for wg-quick).",
 		Version: version,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.BoolFlag{Name: "foreground", Aliases: []string{"f"}, Usage: "stay in the foreground instead of daemonizing"},
-		},
+		}, metricsFlags()...),
 		Commands: cmds,
 		Action: func(ctx context.Context, c *cli.Command) error {
 			if c.Args().Len() != 1 {

@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -31,6 +32,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "streams", Aliases: []string{"P"}, Value: 1, Usage: "parallel TCP streams"},
 			&cli.StringFlag{Name: "direction", Value: "forward", Usage: "forward: the initiator sends; reverse: the responder sends"},
 			&cli.IntFlag{Name: "mtu", Value: 1420, Usage: "tunnel MTU"},
+			&cli.BoolFlag{Name: "json", Usage: "print the result as one JSON object (for scripts and CI)"},
 		},
 		Action: func(ctx context.Context, c *cli.Command) error {
 			dir := c.String("direction")
@@ -42,6 +44,9 @@ func benchCommand() *cli.Command {
 				streams:  int(c.Int("streams")),
 				reverse:  dir == "reverse",
 				mtu:      int(c.Int("mtu")),
+				json:     c.Bool("json"),
+				out:      c.Root().Writer,
+				log:      c.Root().ErrWriter,
 			})
 		},
 	}
@@ -52,6 +57,8 @@ type benchConfig struct {
 	streams  int
 	reverse  bool
 	mtu      int
+	json     bool      // the result as JSON instead of a table
+	out, log io.Writer // result; progress and notes
 }
 
 type benchNode struct {
@@ -134,8 +141,11 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 	if err != nil {
 		return fmt.Errorf("bench: handshake: %w", err)
 	}
-	fmt.Fprintf(os.Stderr, "fips-go bench: %d stream(s), %v, MTU %d, %s; handshake done in %v\n",
-		cfg.streams, cfg.duration, cfg.mtu, map[bool]string{false: "forward", true: "reverse"}[cfg.reverse], hs.Round(time.Microsecond))
+	fmt.Fprintf(cfg.log, "fips-go bench: %d stream(s), %v, MTU %d, %s; handshake done in %v\n",
+		cfg.streams, cfg.duration, cfg.mtu, cfg.direction(), hs.Round(time.Microsecond))
+	// Carriage-return updates suit a terminal; in a log they would run
+	// together into one line, so there each update is a line of its own.
+	live := isTerminal(cfg.log)
 	dialTo := netip.AddrPortFrom(sink.addr, 5201)
 	res, err := bench.TCP(ctx, ln, func(ctx context.Context) (net.Conn, error) {
 		return sender.ns.DialTCPAddrPort(ctx, dialTo)
@@ -143,14 +153,40 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 		Duration: cfg.duration,
 		Streams:  cfg.streams,
 		Progress: func(el time.Duration, n uint64) {
-			fmt.Fprintf(os.Stderr, "\r  %5.1fs  %8.1f MiB  %6.2f Gbit/s ", el.Seconds(), float64(n)/(1<<20), float64(n)*8/el.Seconds()/1e9)
+			io.WriteString(cfg.log, progressLine(el, n, live))
 		},
 	})
-	fmt.Fprintln(os.Stderr)
+	if live {
+		fmt.Fprintln(cfg.log)
+	}
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	if cfg.json {
+		return writeBenchJSON(cfg.out, cfg, res, hs)
+	}
+	return writeBenchTable(cfg.out, res, hs)
+}
+
+func (cfg benchConfig) direction() string {
+	if cfg.reverse {
+		return "reverse"
+	}
+	return "forward"
+}
+
+// progressLine is one progress update: rewriting the line in place on a
+// terminal, a line of its own otherwise.
+func progressLine(el time.Duration, n uint64, live bool) string {
+	s := fmt.Sprintf("  %5.1fs  %8.1f MiB  %6.2f Gbit/s", el.Seconds(), float64(n)/(1<<20), float64(n)*8/el.Seconds()/1e9)
+	if live {
+		return "\r" + s + " "
+	}
+	return s + "\n"
+}
+
+func writeBenchTable(w io.Writer, res bench.Result, hs time.Duration) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "metric\tvalue\n")
 	fmt.Fprintf(tw, "throughput\t%.2f Gbit/s\n", res.Gbps())
 	fmt.Fprintf(tw, "transferred\t%.1f MiB in %.1fs\n", float64(res.Bytes)/(1<<20), res.Elapsed.Seconds())
@@ -158,6 +194,34 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 	fmt.Fprintf(tw, "handshake\t%v\n", hs.Round(time.Microsecond))
 	fmt.Fprintf(tw, "peak RSS\t%.1f MiB\n", float64(res.MaxRSSKB)/1024)
 	return tw.Flush()
+}
+
+// benchJSON is the result table for scripts: base units, names that say
+// them.
+type benchJSON struct {
+	Streams        int     `json:"streams"`
+	Direction      string  `json:"direction"`
+	MTU            int     `json:"mtu"`
+	ThroughputGbps float64 `json:"throughput_gbit_per_s"`
+	Bytes          uint64  `json:"bytes"`
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
+	CPUSecondsGB   float64 `json:"cpu_seconds_per_gb"`
+	HandshakeSecs  float64 `json:"handshake_seconds"`
+	PeakRSSBytes   int64   `json:"peak_rss_bytes"`
+}
+
+func writeBenchJSON(w io.Writer, cfg benchConfig, res bench.Result, hs time.Duration) error {
+	return json.NewEncoder(w).Encode(benchJSON{
+		Streams:        cfg.streams,
+		Direction:      cfg.direction(),
+		MTU:            cfg.mtu,
+		ThroughputGbps: res.Gbps(),
+		Bytes:          res.Bytes,
+		ElapsedSeconds: res.Elapsed.Seconds(),
+		CPUSecondsGB:   res.CPUPerGB(),
+		HandshakeSecs:  hs.Seconds(),
+		PeakRSSBytes:   res.MaxRSSKB * 1024,
+	})
 }
 
 // warmUp sends one UDP datagram from a to b, which starts the handshake, and

@@ -8,10 +8,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/urfave/cli/v3"
 )
@@ -55,10 +55,13 @@ func clientCommands() []*cli.Command {
 		{
 			Name:      "show",
 			Usage:     "show interfaces, peers and fips-go's counters (like wg show)",
-			ArgsUsage: "[IFACE | all | interfaces] [dump]",
+			ArgsUsage: "[IFACE | all | interfaces] [public-key | private-key | listen-port | fwmark | peers | preshared-keys | endpoints | allowed-ips | latest-handshakes | transfer | persistent-keepalive | dump]",
 			Flags: []cli.Flag{
 				&cli.BoolFlag{Name: "counters", Value: true, Usage: "also print fips-go's drop and handshake counters"},
 				&cli.BoolFlag{Name: "show-keys", Usage: "print private and preshared keys instead of (hidden)"},
+				&cli.BoolFlag{Name: "watch", Usage: "refresh every --interval with per-peer rates (Mbit/s) and drops/s, like top"},
+				&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "refresh interval for --watch"},
+				&cli.IntFlag{Name: "count", Usage: "with --watch, stop after this many frames (0: until Ctrl-C)"},
 			},
 			Action: cmdShow,
 		},
@@ -97,14 +100,14 @@ func clientCommands() []*cli.Command {
 				return withClient(args[0], func(cl *ipc.Client) error { return cl.Set(cfg) })
 			},
 		},
-		confCommand("setconf", "replace the interface's configuration with a config file", ipc.ParseConfigFile),
-		confCommand("addconf", "add the peers and settings of a config file to the interface", ipc.ParseAddConfigFile),
+		confCommand("setconf", "replace the interface's configuration with a config file", ipc.ParseConfigFileNames, true),
+		confCommand("addconf", "add the peers and settings of a config file to the interface", ipc.ParseAddConfigFileNames, false),
 		{
 			Name:      "syncconf",
 			Usage:     "make the interface match a config file, disturbing unchanged peers as little as possible",
 			ArgsUsage: "IFACE FILE",
 			Action: func(ctx context.Context, c *cli.Command) error {
-				iface, want, err := readConf(c, ipc.ParseConfigFile)
+				iface, want, names, err := readConf(c, ipc.ParseConfigFileNames)
 				if err != nil {
 					return err
 				}
@@ -113,43 +116,57 @@ func clientCommands() []*cli.Command {
 					if err != nil {
 						return err
 					}
-					return cl.Set(ipc.SyncConfig(cur, want))
+					if err := cl.Set(ipc.SyncConfig(cur, want)); err != nil {
+						return err
+					}
+					sendNames(cl, names, true, c.Root().ErrWriter)
+					return nil
 				})
 			},
 		},
 	}
 }
 
-type confParser func(r io.Reader, name string, resolve ipc.Resolver) (*device.Config, error)
+// confParser parses a config file, returning the peers whose Endpoint is a
+// host name with that name.
+type confParser func(r io.Reader, name string, resolve ipc.Resolver) (*device.Config, map[noise.PublicKey]string, error)
 
-func readConf(c *cli.Command, parse confParser) (string, *device.Config, error) {
+func readConf(c *cli.Command, parse confParser) (string, *device.Config, map[noise.PublicKey]string, error) {
 	args := c.Args().Slice()
 	if len(args) != 2 {
-		return "", nil, fmt.Errorf("%s: want IFACE FILE", c.Name)
+		return "", nil, nil, fmt.Errorf("%s: want IFACE FILE", c.Name)
 	}
 	f, err := os.Open(args[1])
 	if err != nil {
-		return "", nil, fmt.Errorf("%s: %w", c.Name, err)
+		return "", nil, nil, fmt.Errorf("%s: %w", c.Name, err)
 	}
 	defer f.Close()
-	cfg, err := parse(f, args[1], resolveHost)
+	cfg, names, err := parse(f, args[1], resolveHost)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	return args[0], cfg, nil
+	return args[0], cfg, names, nil
 }
 
-func confCommand(name, usage string, parse confParser) *cli.Command {
+// confCommand is setconf or addconf; replace says whether the file's
+// endpoint names replace those the daemon follows.
+func confCommand(name, usage string, parse confParser, replace bool) *cli.Command {
 	return &cli.Command{
 		Name:      name,
 		Usage:     usage,
 		ArgsUsage: "IFACE FILE",
 		Action: func(ctx context.Context, c *cli.Command) error {
-			iface, cfg, err := readConf(c, parse)
+			iface, cfg, names, err := readConf(c, parse)
 			if err != nil {
 				return err
 			}
-			return withClient(iface, func(cl *ipc.Client) error { return cl.Set(cfg) })
+			return withClient(iface, func(cl *ipc.Client) error {
+				if err := cl.Set(cfg); err != nil {
+					return err
+				}
+				sendNames(cl, names, replace, c.Root().ErrWriter)
+				return nil
+			})
 		},
 	}
 }
@@ -159,67 +176,4 @@ func oneArg(c *cli.Command, what string) (string, error) {
 		return "", fmt.Errorf("%s: want %s", c.Name, what)
 	}
 	return c.Args().First(), nil
-}
-
-func cmdShow(ctx context.Context, c *cli.Command) error {
-	args := c.Args().Slice()
-	target, dump := "all", false
-	if len(args) > 0 {
-		target = args[0]
-	}
-	if len(args) > 1 {
-		if args[1] != "dump" {
-			return fmt.Errorf("show: unknown field %q (only dump is supported)", args[1])
-		}
-		dump = true
-	}
-	if len(args) > 2 {
-		return errors.New("show: too many arguments")
-	}
-	w := c.Root().Writer
-	if target == "interfaces" {
-		names, err := ipc.Interfaces(socketDir())
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(w, strings.Join(names, " "))
-		return err
-	}
-	names := []string{target}
-	if target == "all" {
-		var err error
-		if names, err = ipc.Interfaces(socketDir()); err != nil {
-			return err
-		}
-	}
-	opts := ipc.ShowOptions{Now: time.Now(), Counters: c.Bool("counters"), ShowKeys: c.Bool("show-keys")}
-	for i, name := range names {
-		err := withClient(name, func(cl *ipc.Client) error {
-			st, err := cl.Get()
-			if err != nil {
-				return err
-			}
-			if opts.Counters && !dump {
-				// wireguard-go does not know the counters request; show what it can.
-				if ctrs, err := cl.Counters(); err == nil {
-					st.Counters = ctrs
-				}
-			}
-			if dump {
-				prefix := ""
-				if target == "all" {
-					prefix = name
-				}
-				return ipc.FormatDump(w, prefix, st)
-			}
-			if i > 0 {
-				fmt.Fprintln(w)
-			}
-			return ipc.FormatShow(w, name, st, opts)
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -15,7 +15,9 @@ import (
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/aqm"
+	"github.com/fips-go/fips-go/internal/dnsfollow"
 	"github.com/fips-go/fips-go/ipc"
+	"github.com/fips-go/fips-go/metrics"
 	"github.com/fips-go/fips-go/tun"
 	"github.com/urfave/cli/v3"
 )
@@ -49,17 +51,18 @@ func loggers(prefix string) (logf, errf func(string, ...any)) {
 // runInterface is `fips-go [-f] IFACE`.
 func runInterface(ctx context.Context, c *cli.Command, iface string) error {
 	foreground := c.Bool("foreground") || os.Getenv(envForeground) == "1"
+	mc := metricsConfigFrom(c)
 	if os.Getenv(envForeground) == "1" && os.Getenv(envTunFD) != "" {
-		return runDaemonChild(iface)
+		return runDaemonChild(iface, mc)
 	}
 	if !foreground {
-		return daemonize(iface)
+		return daemonize(iface, mc)
 	}
 	t, name, l, err := createInterface(iface)
 	if err != nil {
 		return err
 	}
-	return serve(name, t, l)
+	return serve(name, t, l, mc)
 }
 
 // createInterface creates the TUN and, under the name the kernel gave it,
@@ -85,7 +88,20 @@ func createInterface(iface string) (tun.Device, string, *ipc.Listener, error) {
 // daemonize creates the TUN and socket, starts the child on them, and waits
 // until the child answers a get request, so that a script may use the
 // interface the moment this returns.
-func daemonize(iface string) error {
+func daemonize(iface string, mc metricsConfig) error {
+	var mf *os.File
+	if mc.addr != "" {
+		ln, err := metrics.ListenTCP(mc.addr)
+		if err != nil {
+			return err
+		}
+		if mf, err = ln.File(); err != nil {
+			ln.Close()
+			return fmt.Errorf("metrics socket: %w", err)
+		}
+		ln.Close()
+		defer mf.Close()
+	}
 	t, name, l, err := createInterface(iface)
 	if err != nil {
 		return err
@@ -109,6 +125,10 @@ func daemonize(iface string) error {
 	cmd := exec.Command(self, name)
 	cmd.Env = append(os.Environ(), envTunFD+"=3", envUAPIFD+"=4", envForeground+"=1")
 	cmd.ExtraFiles = []*os.File{t.File(), uf}
+	if mf != nil {
+		cmd.Env = append(cmd.Env, envMetricsFD+"=5")
+		cmd.ExtraFiles = append(cmd.ExtraFiles, mf)
+	}
 	if lv := os.Getenv(envLogLevel); lv == "verbose" || lv == "debug" {
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	}
@@ -141,7 +161,14 @@ func daemonize(iface string) error {
 	return fmt.Errorf("daemon did not answer on its UAPI socket within %v", readyTimeout)
 }
 
-func runDaemonChild(iface string) error {
+func runDaemonChild(iface string, mc metricsConfig) error {
+	ln, err := inheritedMetricsListener()
+	if err != nil {
+		return err
+	}
+	if ln != nil {
+		mc.ln = ln
+	}
 	fd, err := strconv.Atoi(os.Getenv(envTunFD))
 	if err != nil {
 		return fmt.Errorf("%s: %w", envTunFD, err)
@@ -169,12 +196,12 @@ func runDaemonChild(iface string) error {
 		t.Close()
 		return err
 	}
-	return serve(name, t, l)
+	return serve(name, t, l, mc)
 }
 
 // serve runs the device until a signal, the TUN going away, or the socket
 // file being removed.
-func serve(name string, t tun.Device, l *ipc.Listener) error {
+func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig) error {
 	logf, errf := loggers(fmt.Sprintf("fips-go(%s): ", name))
 	d, err := device.New(t, conn.NewDefault(bindOptions(logf)), device.Options{
 		Logf:       errf,
@@ -188,8 +215,19 @@ func serve(name string, t tun.Device, l *ipc.Listener) error {
 		t.Close()
 		return err
 	}
+	// Before the UAPI socket answers: the parent reports ready only then.
+	stopMetrics, err := startMetrics(mc, name, d, logf)
+	if err != nil {
+		l.Close()
+		d.Close()
+		return err
+	}
+	defer stopMetrics()
+	names := dnsfollow.NewTable()
+	stopFollow := followNames(d, names, logf)
+	defer stopFollow()
 	go func() {
-		if err := l.Serve(d, ipc.ServeOptions{Logf: logf}); err != nil {
+		if err := l.Serve(namedDevice{d, names}, ipc.ServeOptions{Logf: logf}); err != nil {
 			errf("UAPI: %v", err)
 		}
 	}()

@@ -14,6 +14,8 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/dnsfollow"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/tun/netstack"
 	"github.com/urfave/cli/v3"
@@ -31,14 +33,14 @@ func userspaceCommand() *cli.Command {
 			"  fips-go userspace --config wg0.conf --address 10.0.0.2/24 --forward 127.0.0.1:8080=10.0.0.1:80\n" +
 			"The config file is wg(8)'s format ([Interface] PrivateKey, ListenPort; [Peer] ...).\n" +
 			"A UAPI socket is served in --socket-dir, so `WG_SOCKET_DIR=DIR fips-go show NAME` works.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Required: true, Usage: "wg config file"},
 			&cli.StringSliceFlag{Name: "address", Aliases: []string{"a"}, Required: true, Usage: "this side's tunnel address, e.g. 10.0.0.2/24 (repeatable)"},
 			&cli.StringSliceFlag{Name: "forward", Aliases: []string{"L"}, Usage: "LOCAL=REMOTE: accept TCP on LOCAL (host:port) and connect to REMOTE inside the tunnel (repeatable)"},
 			&cli.IntFlag{Name: "mtu", Value: 1420, Usage: "tunnel MTU"},
 			&cli.StringFlag{Name: "name", Value: "fipsgo0", Usage: "interface name for the UAPI socket"},
 			&cli.StringFlag{Name: "socket-dir", Usage: "where to put the UAPI socket (default $XDG_RUNTIME_DIR/fips-go or /tmp/fips-go-UID; \"none\" for no socket)"},
-		},
+		}, metricsFlags()...),
 		Action: func(ctx context.Context, c *cli.Command) error {
 			opts, err := userspaceOptionsFrom(c)
 			if err != nil {
@@ -65,23 +67,25 @@ type forward struct {
 
 type userspaceOptions struct {
 	cfg       *device.Config
+	names     map[noise.PublicKey]string // peers whose Endpoint is a host name
 	addrs     []netip.Addr
 	forwards  []forward
 	mtu       int
 	name      string
 	socketDir string // "" for none
 	logf      func(string, ...any)
+	metrics   metricsConfig
 	ready     func(locals []net.Addr) // called once listening (tests)
 }
 
 func userspaceOptionsFrom(c *cli.Command) (userspaceOptions, error) {
-	o := userspaceOptions{mtu: int(c.Int("mtu")), name: c.String("name")}
+	o := userspaceOptions{mtu: int(c.Int("mtu")), name: c.String("name"), metrics: metricsConfigFrom(c)}
 	f, err := os.Open(c.String("config"))
 	if err != nil {
 		return o, err
 	}
 	defer f.Close()
-	if o.cfg, err = ipc.ParseConfigFile(f, c.String("config"), resolveHost); err != nil {
+	if o.cfg, o.names, err = ipc.ParseConfigFileNames(f, c.String("config"), resolveHost); err != nil {
 		return o, err
 	}
 	for _, s := range c.StringSlice("address") {
@@ -137,6 +141,21 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 	if err := dev.Apply(o.cfg); err != nil {
 		return err
 	}
+	stopMetrics, err := startMetrics(o.metrics, o.name, dev, o.logf)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	// Endpoints given as host names follow the name when handshakes fail;
+	// `fips-go setconf` through the socket may change the names.
+	names := dnsfollow.NewTable()
+	if err := names.Set(o.names, true); err != nil {
+		return err
+	}
+	stopFollow := followNames(dev, names, o.logf)
+	defer stopFollow()
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	if o.socketDir != "" {
 		if err := privateSocketDir(o.socketDir, os.Getuid()); err != nil {
 			return err
@@ -146,10 +165,8 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 			return err
 		}
 		defer l.Close()
-		go l.Serve(dev, ipc.ServeOptions{Logf: o.logf})
+		go l.Serve(namedDevice{dev, names}, ipc.ServeOptions{Logf: o.logf})
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	var locals []net.Addr
 	for _, f := range o.forwards {
 		ln, err := net.Listen("tcp", f.local)

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +58,14 @@ func TestUserspaceForward(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A free loopback port for the metrics endpoint.
+	pl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := pl.Addr().String()
+	pl.Close()
+
 	app := newApp()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -63,7 +73,7 @@ func TestUserspaceForward(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- runUserspaceArgs(ctx, app, []string{"fips-go", "userspace", "--config", conf, "--address", "10.0.0.2/24",
-			"--forward", "127.0.0.1:0=10.0.0.1:7", "--socket-dir", "none"}, func(a []net.Addr) { ready <- a[0] })
+			"--forward", "127.0.0.1:0=10.0.0.1:7", "--socket-dir", "none", "--metrics", metricsAddr}, func(a []net.Addr) { ready <- a[0] })
 	}()
 	var local net.Addr
 	select {
@@ -89,6 +99,23 @@ func TestUserspaceForward(t *testing.T) {
 	}
 	if string(got) != string(msg) {
 		t.Fatalf("echo %q, want %q", got, msg)
+	}
+	// --metrics serves the device: the peer carried the echo.
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := fmt.Sprintf(`fipsgo_peer_sent_bytes_total{interface="fipsgo0",peer=%q} `, farPub.String())
+	line := ""
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, want) {
+			line = l
+		}
+	}
+	if line == "" || strings.HasSuffix(line, " 0") {
+		t.Fatalf("metrics: want a non-zero %s...; got:\n%s", want, body)
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -109,15 +108,22 @@ func (c *Client) roundTrip(req []byte, kv func(k, v []byte) error) error {
 }
 
 // Interfaces lists the interfaces with a UAPI socket in dir (default
-// DefaultSocketDir), sorted; a missing directory means none.
+// DefaultSocketDir) in directory order, which is the order wg(8) lists
+// them in (so `show all` prints them as `wg show all` does); a missing
+// directory means none.
 func Interfaces(dir string) ([]string, error) {
 	if dir == "" {
 		dir = DefaultSocketDir
 	}
-	entries, err := os.ReadDir(dir)
+	f, err := os.Open(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
+	if err != nil {
+		return nil, fmt.Errorf("ipc: %w", err)
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
 	if err != nil {
 		return nil, fmt.Errorf("ipc: %w", err)
 	}
@@ -129,6 +135,5 @@ func Interfaces(dir string) ([]string, error) {
 		}
 		names = append(names, name)
 	}
-	sort.Strings(names)
 	return names, nil
 }

@@ -193,6 +193,8 @@ func handleRequest(reply *bytes.Buffer, br *bufio.Reader, op string, h Handler, 
 		}
 		writeErrno(reply, ErrnoOf(err))
 		return inSync
+	case "set=fipsnames", "get=fipsnames":
+		return handleNames(reply, br, op, h, opts)
 	case "get=1", "get=fips":
 		end, err := newLineReader(br, MaxLine).next()
 		if err != nil || len(end) != 0 {
@@ -224,4 +226,31 @@ func writeErrno(b *bytes.Buffer, errno int64) {
 	b.WriteString("errno=")
 	b.WriteString(strconv.FormatInt(errno, 10))
 	b.WriteString("\n\n")
+}
+
+// handleNames serves fips-go's endpoint-name requests (see names.go).
+func handleNames(reply *bytes.Buffer, br *bufio.Reader, op string, h Handler, opts ServeOptions) bool {
+	nh, ok := h.(NamesHandler)
+	if op == "get=fipsnames" {
+		end, err := newLineReader(br, MaxLine).next()
+		if err != nil || len(end) != 0 || !ok {
+			writeErrno(reply, ErrnoInvalid)
+			return err == nil && len(end) == 0
+		}
+		writeNames(reply, nh.EndpointNames())
+		writeErrno(reply, 0)
+		return true
+	}
+	names, replace, inSync, err := parseNames(br, opts.MaxRequest)
+	if err == nil && !ok {
+		err = errorf(ErrnoInvalid, "this device keeps no endpoint names")
+	}
+	if err == nil {
+		err = nh.SetEndpointNames(names, replace)
+	}
+	if err != nil {
+		opts.Logf("uapi: set=fipsnames refused: %v", err)
+	}
+	writeErrno(reply, ErrnoOf(err))
+	return inSync
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -556,6 +557,7 @@ func TestInterfaces(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "file.sock"), nil, 0o600)
 	os.WriteFile(filepath.Join(dir, "notes.txt"), nil, 0o600)
 	got, err := ipc.Interfaces(dir)
+	sort.Strings(got)
 	if err != nil || !reflect.DeepEqual(got, []string{"wg0", "wg1"}) {
 		t.Fatalf("Interfaces = %q, %v", got, err)
 	}

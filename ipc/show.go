@@ -22,6 +22,9 @@ type ShowOptions struct {
 	// ShowKeys prints private and preshared keys instead of "(hidden)", as
 	// wg does with WG_HIDE_KEYS=never.
 	ShowKeys bool
+	// EndpointNames are the host names fips-go follows for some peers
+	// (get=fipsnames); each is shown below the peer's endpoint.
+	EndpointNames map[noise.PublicKey]string
 }
 
 // FormatShow writes st the way `wg show IFACE` prints it, without colour:
@@ -74,6 +77,9 @@ func showPeer(bw *bufio.Writer, ps *device.PeerStatus, now time.Time, opts ShowO
 	}
 	if ps.Endpoint.IsValid() {
 		fmt.Fprintf(bw, "  endpoint: %s\n", ps.Endpoint)
+	}
+	if name := opts.EndpointNames[ps.PublicKey]; name != "" {
+		fmt.Fprintf(bw, "  endpoint name: %s (followed when handshakes fail)\n", name)
 	}
 	fmt.Fprintf(bw, "  allowed ips: %s\n", joinPrefixes(ps, ", ", "(none)"))
 	if !ps.LastHandshake.IsZero() && ps.LastHandshake.Unix() != 0 {
@@ -211,12 +217,8 @@ func FormatDump(w io.Writer, iface string, st device.Status) error {
 		if ps.Endpoint.IsValid() {
 			ep = ps.Endpoint.String()
 		}
-		var hs int64
-		if !ps.LastHandshake.IsZero() {
-			hs = ps.LastHandshake.Unix()
-		}
 		fmt.Fprintf(bw, "%s%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", prefix, ps.PublicKey.String(), psk, ep,
-			joinPrefixes(ps, ",", "(none)"), hs, ps.RxBytes, ps.TxBytes, offOr(uint64(ps.PersistentKeepalive), false))
+			joinPrefixes(ps, ",", "(none)"), handshakeUnix(ps), ps.RxBytes, ps.TxBytes, offOr(uint64(ps.PersistentKeepalive), false))
 	}
 	return bw.Flush()
 }

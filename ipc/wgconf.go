@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -59,9 +61,10 @@ type confParser struct {
 	name     string
 	resolve  Resolver
 	cfg      device.Config
-	section  int    // 0 none yet, 1 [Interface], 2 [Peer]
-	hasKey   []bool // per peer: PublicKey seen
-	peerLine []int  // per peer: line of its [Peer] header
+	section  int      // 0 none yet, 1 [Interface], 2 [Peer]
+	hasKey   []bool   // per peer: PublicKey seen
+	names    []string // per peer: Endpoint as written when its host is a name
+	peerLine []int    // per peer: line of its [Peer] header
 	lineNo   int
 }
 
@@ -77,8 +80,47 @@ func (c *countingReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// ParseConfigFileNames is ParseConfigFile that also returns the peers whose
+// Endpoint names a host rather than an address, with that "host:port" as
+// written, so that the caller can follow the name when it moves.
+func ParseConfigFileNames(r io.Reader, name string, resolve Resolver) (*device.Config, map[noise.PublicKey]string, error) {
+	p, err := parseConfigWith(r, name, resolve, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &p.cfg, p.endpointNames(), nil
+}
+
+// ParseAddConfigFileNames is ParseAddConfigFile with the names of
+// ParseConfigFileNames.
+func ParseAddConfigFileNames(r io.Reader, name string, resolve Resolver) (*device.Config, map[noise.PublicKey]string, error) {
+	p, err := parseConfigWith(r, name, resolve, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &p.cfg, p.endpointNames(), nil
+}
+
+func (p *confParser) endpointNames() map[noise.PublicKey]string {
+	names := map[noise.PublicKey]string{}
+	for i, n := range p.names {
+		if n != "" {
+			names[p.cfg.Peers[i].PublicKey] = n
+		}
+	}
+	return names
+}
+
 func parseConfig(r io.Reader, name string, resolve Resolver, appendMode bool) (*device.Config, error) {
-	p := confParser{name: name, resolve: resolve}
+	p, err := parseConfigWith(r, name, resolve, appendMode)
+	if err != nil {
+		return nil, err
+	}
+	return &p.cfg, nil
+}
+
+func parseConfigWith(r io.Reader, name string, resolve Resolver, appendMode bool) (*confParser, error) {
+	p := &confParser{name: name, resolve: resolve}
 	cr := &countingReader{r: io.LimitReader(r, MaxConfigFile+1)}
 	sc := bufio.NewScanner(cr)
 	sc.Buffer(nil, maxConfigLine)
@@ -105,7 +147,7 @@ func parseConfig(r io.Reader, name string, resolve Resolver, appendMode bool) (*
 	if !appendMode {
 		fillSetconf(&p.cfg)
 	}
-	return &p.cfg, nil
+	return p, nil
 }
 
 // fillSetconf gives cfg the `wg setconf` meaning: everything not stated is
@@ -142,6 +184,7 @@ func (p *confParser) line(raw string) error {
 		p.section = 2
 		p.cfg.Peers = append(p.cfg.Peers, device.PeerConfig{ReplaceAllowedIPs: true})
 		p.hasKey = append(p.hasKey, false)
+		p.names = append(p.names, "")
 		p.peerLine = append(p.peerLine, p.lineNo)
 		return nil
 	}
@@ -217,6 +260,11 @@ func (p *confParser) peerKey(key, value string) error {
 			return fmt.Errorf("Endpoint: %w", err)
 		}
 		pc.Endpoint = &ap
+		if host, _, err := net.SplitHostPort(value); err == nil {
+			if _, err := netip.ParseAddr(host); err != nil {
+				p.names[i] = value
+			}
+		}
 	case "persistentkeepalive":
 		ka, err := parseKeepalive(value)
 		if err != nil {

@@ -319,3 +319,30 @@ func TestSyncConfig(t *testing.T) {
 		t.Error("no current peers: want replace_peers")
 	}
 }
+
+// ParseConfigFileNames keeps the Endpoint of a peer as written when it
+// names a host, so that the caller can follow the name; literal addresses
+// are not names.
+func TestParseConfigFileNames(t *testing.T) {
+	text := "[Interface]\nPrivateKey = " + b64(1) + "\n" +
+		"[Peer]\nPublicKey = " + b64(2) + "\nEndpoint = vpn.example:51820\n" +
+		"[Peer]\nPublicKey = " + b64(3) + "\nEndpoint = 192.0.2.7:51820\n" +
+		"[Peer]\nPublicKey = " + b64(4) + "\nEndpoint = [2001:db8::1]:51820\n" +
+		"[Peer]\nPublicKey = " + b64(5) + "\n"
+	resolve := func(host string) ([]netip.Addr, error) {
+		if host != "vpn.example" {
+			t.Errorf("resolved %q", host)
+		}
+		return []netip.Addr{netip.MustParseAddr("198.51.100.1")}, nil
+	}
+	cfg, names, err := ipc.ParseConfigFileNames(strings.NewReader(text), "wg0.conf", resolve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 1 || names[key(2)] != "vpn.example:51820" {
+		t.Fatalf("names %v", names)
+	}
+	if ep := cfg.Peers[0].Endpoint; ep == nil || *ep != netip.MustParseAddrPort("198.51.100.1:51820") {
+		t.Fatalf("the name's address was not applied: %v", ep)
+	}
+}

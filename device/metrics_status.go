@@ -1,0 +1,69 @@
+package device
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/fips-go/fips-go/device/noise"
+)
+
+// PeerStats is one peer's traffic figures for the metrics endpoint: what
+// Status holds minus keys and allowed IPs, so a scrape of 10,000 peers
+// neither walks the allowed-IPs trie nor copies secrets.
+type PeerStats struct {
+	PublicKey        noise.PublicKey
+	Endpoint         netip.AddrPort // zero when unknown
+	RxBytes, TxBytes uint64
+	LastHandshake    time.Time // zero when none
+	// LastInitiation is when this side last sent a handshake initiation
+	// (zero: never); one later than LastHandshake is still unanswered.
+	LastInitiation time.Time
+}
+
+// Stats is a scrape's read-only view of the device.
+type Stats struct {
+	// Counters are the same counters Status carries, in the same order.
+	Counters []Counter
+	// Peers is the number of configured peers.
+	Peers int
+	// RxBytes and TxBytes sum the configured peers' transfer (a peer's
+	// figures leave the sum when it is removed).
+	RxBytes, TxBytes uint64
+	// PeerStats has one entry per peer, in no particular order, when
+	// Peers <= the maxPeers asked for; otherwise it is nil.
+	PeerStats []PeerStats
+}
+
+// Stats reads the counters and, for at most maxPeers peers, their traffic.
+// It takes each lock briefly and allocates only the result, so a scrape
+// does not hold up the data path.
+func (d *Device) Stats(maxPeers int) Stats {
+	d.peersMu.RLock()
+	peers := make([]*Peer, 0, len(d.peers))
+	for _, p := range d.peers {
+		peers = append(peers, p)
+	}
+	d.peersMu.RUnlock()
+	st := Stats{Counters: d.counterSnapshot(), Peers: len(peers)}
+	detail := len(peers) <= maxPeers
+	if detail {
+		st.PeerStats = make([]PeerStats, 0, len(peers))
+	}
+	for _, p := range peers {
+		rx, tx := p.rxBytes.Load(), p.txBytes.Load()
+		st.RxBytes += rx
+		st.TxBytes += tx
+		if !detail {
+			continue
+		}
+		ps := PeerStats{PublicKey: p.pub, RxBytes: rx, TxBytes: tx}
+		if ep, ok := p.endpoint(); ok {
+			ps.Endpoint = ep.Dst
+		}
+		p.mu.Lock()
+		ps.LastHandshake, ps.LastInitiation = p.lastHSAt, p.lastInitAt
+		p.mu.Unlock()
+		st.PeerStats = append(st.PeerStats, ps)
+	}
+	return st
+}
