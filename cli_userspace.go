@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -28,14 +29,16 @@ func userspaceCommand() *cli.Command {
 		Name:  "userspace",
 		Usage: "run a tunnel without root: a userspace TCP/IP stack, with local ports forwarded into the tunnel",
 		Description: "Example: reach 10.0.0.1:80 inside the tunnel at 127.0.0.1:8080 on this machine:\n" +
-			"  fips-go userspace --config wg0.conf --address 10.0.0.2/24 --forward 127.0.0.1:8080=10.0.0.1:80\n" +
-			"The config file is wg(8)'s format ([Interface] PrivateKey, ListenPort; [Peer] ...).\n" +
+			"  fips-go userspace --config wg0.conf --forward 127.0.0.1:8080=10.0.0.1:80\n" +
+			"The config file is wg-quick(8)'s format: [Interface] PrivateKey, Address, DNS, MTU, ListenPort; [Peer] ...\n" +
 			"A UAPI socket is served in --socket-dir, so `WG_SOCKET_DIR=DIR fips-go show NAME` works.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Required: true, Usage: "wg config file"},
-			&cli.StringSliceFlag{Name: "address", Aliases: []string{"a"}, Required: true, Usage: "this side's tunnel address, e.g. 10.0.0.2/24 (repeatable)"},
+			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Required: true, Usage: "wg-quick config file ([Interface] Address, DNS, MTU, ListenPort are used; flags override them)"},
+			&cli.StringSliceFlag{Name: "address", Aliases: []string{"a"}, Usage: "this side's tunnel address, e.g. 10.0.0.2/24 (repeatable; default: the file's Address)"},
+			&cli.StringSliceFlag{Name: "dns", Usage: "name server inside the tunnel (repeatable; default: the file's DNS)"},
 			&cli.StringSliceFlag{Name: "forward", Aliases: []string{"L"}, Usage: "LOCAL=REMOTE: accept TCP on LOCAL (host:port) and connect to REMOTE inside the tunnel (repeatable)"},
-			&cli.IntFlag{Name: "mtu", Value: 1420, Usage: "tunnel MTU"},
+			&cli.IntFlag{Name: "mtu", Usage: "tunnel MTU (default: the file's MTU, else 1420)"},
+			&cli.IntFlag{Name: "listen-port", Value: -1, Usage: "UDP port (default: the file's ListenPort, else any)"},
 			&cli.StringFlag{Name: "name", Value: "fipsgo0", Usage: "interface name for the UAPI socket"},
 			&cli.StringFlag{Name: "socket-dir", Usage: "where to put the UAPI socket (default $XDG_RUNTIME_DIR/fips-go or /tmp/fips-go-UID; \"none\" for no socket)"},
 		},
@@ -65,7 +68,10 @@ type forward struct {
 
 type userspaceOptions struct {
 	cfg       *device.Config
+	prefixes  []netip.Prefix // the tunnel addresses with their subnets
 	addrs     []netip.Addr
+	dns       []netip.Addr
+	dnsSearch []string
 	forwards  []forward
 	mtu       int
 	name      string
@@ -75,25 +81,23 @@ type userspaceOptions struct {
 }
 
 func userspaceOptionsFrom(c *cli.Command) (userspaceOptions, error) {
-	o := userspaceOptions{mtu: int(c.Int("mtu")), name: c.String("name")}
+	o := userspaceOptions{name: c.String("name")}
+	o.logf, _ = loggers("fips-go(userspace): ")
 	f, err := os.Open(c.String("config"))
 	if err != nil {
 		return o, err
 	}
 	defer f.Close()
-	if o.cfg, err = ipc.ParseConfigFile(f, c.String("config"), resolveHost); err != nil {
+	q, err := ipc.ParseQuickConfigFile(f, c.String("config"), resolveHost)
+	if err != nil {
 		return o, err
 	}
-	for _, s := range c.StringSlice("address") {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			a, aerr := netip.ParseAddr(s)
-			if aerr != nil {
-				return o, fmt.Errorf("--address %q: want an address like 10.0.0.2/24", s)
-			}
-			p = netip.PrefixFrom(a, a.BitLen())
-		}
-		o.addrs = append(o.addrs, p.Addr())
+	if len(q.Ignored) > 0 {
+		o.logf("%s: ignoring %s (wg-quick hooks and routing tables need root)", c.String("config"), strings.Join(q.Ignored, ", "))
+	}
+	o.cfg = q.Config
+	if err := o.applyFile(q, c); err != nil {
+		return o, err
 	}
 	for _, s := range c.StringSlice("forward") {
 		local, remote, ok := strings.Cut(s, "=")
@@ -114,8 +118,54 @@ func userspaceOptionsFrom(c *cli.Command) (userspaceOptions, error) {
 			o.socketDir = fmt.Sprintf("%s/fips-go-%d", os.TempDir(), os.Getuid())
 		}
 	}
-	o.logf, _ = loggers("fips-go(userspace): ")
 	return o, nil
+}
+
+// applyFile takes addresses, DNS, MTU and listen port from the wg-quick
+// file q unless a flag names them.
+func (o *userspaceOptions) applyFile(q *ipc.QuickConfig, c *cli.Command) error {
+	o.prefixes = q.Addresses
+	if s := c.StringSlice("address"); len(s) > 0 {
+		o.prefixes = nil
+		for _, v := range s {
+			p, err := netip.ParsePrefix(v)
+			if err != nil {
+				a, aerr := netip.ParseAddr(v)
+				if aerr != nil {
+					return fmt.Errorf("--address %q: want an address like 10.0.0.2/24", v)
+				}
+				p = netip.PrefixFrom(a, a.BitLen())
+			}
+			o.prefixes = append(o.prefixes, p)
+		}
+	}
+	if len(o.prefixes) == 0 {
+		return fmt.Errorf("%s has no Address in [Interface]; add one (e.g. Address = 10.0.0.2/24) or pass --address", c.String("config"))
+	}
+	for _, p := range o.prefixes {
+		o.addrs = append(o.addrs, p.Addr())
+	}
+	o.dns = q.DNS
+	o.dnsSearch = q.DNSSearch
+	if s := c.StringSlice("dns"); len(s) > 0 {
+		o.dns = nil
+		for _, v := range s {
+			a, err := netip.ParseAddr(v)
+			if err != nil {
+				return fmt.Errorf("--dns %q: want an IP address", v)
+			}
+			o.dns = append(o.dns, a.Unmap())
+		}
+	}
+	o.mtu = cmp.Or(int(c.Int("mtu")), q.MTU, netstack.DefaultMTU)
+	if p := c.Int("listen-port"); p >= 0 {
+		if p > 65535 {
+			return fmt.Errorf("--listen-port %d: want 0 to 65535", p)
+		}
+		port := uint16(p)
+		o.cfg.ListenPort = &port
+	}
+	return nil
 }
 
 // runUserspace runs the device until ctx ends.
