@@ -26,9 +26,12 @@ import (
 
 func userspaceCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "userspace",
-		Usage: "run a tunnel without root: a userspace TCP/IP stack, with local ports forwarded into the tunnel",
-		Description: "Example: reach 10.0.0.1:80 inside the tunnel at 127.0.0.1:8080 on this machine:\n" +
+		Name:      "userspace",
+		Usage:     "run a tunnel without root: a command in its own network namespace, or a userspace TCP/IP stack with proxies and port forwards",
+		ArgsUsage: "[-- CMD [ARGS...]]",
+		Description: "Example: run curl through the tunnel, in a user and network namespace of its own:\n" +
+			"  fips-go userspace -c wg0.conf -- curl http://10.0.0.1/\n" +
+			"Example: reach 10.0.0.1:80 inside the tunnel at 127.0.0.1:8080 on this machine:\n" +
 			"  fips-go userspace --config wg0.conf --forward 127.0.0.1:8080=10.0.0.1:80\n" +
 			"The config file is wg-quick(8)'s format: [Interface] PrivateKey, Address, DNS, MTU, ListenPort; [Peer] ...\n" +
 			"A UAPI socket is served in --socket-dir, so `WG_SOCKET_DIR=DIR fips-go show NAME` works.",
@@ -49,6 +52,9 @@ func userspaceCommand() *cli.Command {
 			}
 			if r, ok := ctx.Value(readyKey{}).(func([]net.Addr)); ok {
 				opts.ready = r
+			}
+			if c.Args().Len() > 0 {
+				return runUserspaceCmd(opts, c.Args().Slice())
 			}
 			ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()

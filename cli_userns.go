@@ -1,0 +1,138 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/internal/userns"
+	"github.com/fips-go/fips-go/ipc"
+	"github.com/fips-go/fips-go/tun"
+)
+
+// `fips-go userspace -c FILE -- CMD`: CMD runs in a new user and network
+// namespace whose network is a kernel TUN, served from here, where the UDP
+// socket stays.
+
+// exitStatus is the command's exit status, passed on as fips-go's own.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("command exited with status %d", int(e)) }
+
+// forwardedSignals are passed on to the command instead of stopping us:
+// the tunnel lives as long as the command does.
+var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH}
+
+// runUserspaceCmd runs args through the tunnel and returns exitStatus
+// when the command fails.
+func runUserspaceCmd(o userspaceOptions, args []string) error {
+	// Signals that arrive while the namespace is being set up are kept
+	// for the command instead of killing us half-way.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwardedSignals...)
+	defer signal.Stop(sigs)
+	sess, err := userns.Start(userns.Options{
+		Name: o.name, MTU: o.mtu, Addresses: o.prefixes, Routes: allowedRoutes(o.cfg),
+		DNS: o.dns, DNSSearch: o.dnsSearch, Args: args,
+	})
+	if err != nil {
+		if errors.Is(err, userns.ErrUnavailable) {
+			return fmt.Errorf("%w\nWithout user namespaces, use a netstack mode instead: --socks5 127.0.0.1:1080, --http 127.0.0.1:8080 or -L LOCAL=REMOTE", err)
+		}
+		return err
+	}
+	dev, err := serveTUN(o, sess.TUN)
+	if err != nil {
+		sess.Abort()
+		return err
+	}
+	defer dev.Close()
+	if o.socketDir != "" {
+		l, err := listenUAPI(o, dev)
+		if err != nil {
+			sess.Abort()
+			return err
+		}
+		defer l.Close()
+	}
+	if err := sess.Go(); err != nil {
+		sess.Abort()
+		return fmt.Errorf("userns: start the command: %w", err)
+	}
+	done := make(chan int, 1)
+	go func() { done <- sess.Wait() }()
+	devDone := dev.Done()
+	for {
+		select {
+		case s := <-sigs:
+			sess.Signal(s)
+		case <-devDone:
+			o.logf("tunnel stopped: %v; ending the command", dev.Err())
+			sess.Signal(syscall.SIGTERM)
+			devDone = nil
+		case code := <-done:
+			if code != 0 {
+				return exitStatus(code)
+			}
+			return nil
+		}
+	}
+}
+
+// serveTUN runs a device on the namespace's TUN with its bind here.
+func serveTUN(o userspaceOptions, fd int) (*device.Device, error) {
+	t, err := tun.CreateDetached(fd, o.mtu)
+	if err != nil {
+		return nil, err
+	}
+	var port uint16
+	if o.cfg.ListenPort != nil {
+		port = *o.cfg.ListenPort
+	}
+	dev, err := device.New(t, conn.NewDefault(conn.Options{}), device.Options{ListenPort: port, Logf: o.logf})
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	if err := dev.Apply(o.cfg); err != nil {
+		dev.Close()
+		return nil, err
+	}
+	return dev, nil
+}
+
+func listenUAPI(o userspaceOptions, dev *device.Device) (*ipc.Listener, error) {
+	if err := privateSocketDir(o.socketDir, os.Getuid()); err != nil {
+		return nil, err
+	}
+	l, err := ipc.Listen(o.socketDir, o.name)
+	if err != nil {
+		return nil, err
+	}
+	go l.Serve(dev, ipc.ServeOptions{Logf: o.logf})
+	return l, nil
+}
+
+// allowedRoutes are the peers' allowed IPs, each once.
+func allowedRoutes(cfg *device.Config) []netip.Prefix {
+	seen := map[netip.Prefix]bool{}
+	var out []netip.Prefix
+	for _, p := range cfg.Peers {
+		for _, c := range p.AllowedIPs {
+			if c.Remove {
+				continue
+			}
+			a := c.Prefix.Masked()
+			if !seen[a] {
+				seen[a] = true
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
