@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -12,17 +11,20 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/ipc"
+	"github.com/fips-go/fips-go/proxy"
 	"github.com/fips-go/fips-go/tun/netstack"
 	"github.com/urfave/cli/v3"
 )
 
-// The rootless mode: the tunnel's far side is reached through a userspace
-// TCP/IP stack instead of a kernel TUN, and local TCP ports are forwarded
-// into it. No root, no capabilities, no /dev/net/tun.
+// The rootless modes: a command in a network namespace of its own
+// (cli_userns.go), or the tunnel's far side reached through a userspace
+// TCP/IP stack with proxies, port forwards and ping (cli_netstack.go). No
+// root, no capabilities.
 
 func userspaceCommand() *cli.Command {
 	return &cli.Command{
@@ -31,15 +33,26 @@ func userspaceCommand() *cli.Command {
 		ArgsUsage: "[-- CMD [ARGS...]]",
 		Description: "Example: run curl through the tunnel, in a user and network namespace of its own:\n" +
 			"  fips-go userspace -c wg0.conf -- curl http://10.0.0.1/\n" +
+			"Example: a SOCKS5 proxy and an HTTP proxy into the tunnel (names resolved with the config's DNS):\n" +
+			"  fips-go userspace -c wg0.conf --socks5 1080 --http 8080\n" +
 			"Example: reach 10.0.0.1:80 inside the tunnel at 127.0.0.1:8080 on this machine:\n" +
-			"  fips-go userspace --config wg0.conf --forward 127.0.0.1:8080=10.0.0.1:80\n" +
+			"  fips-go userspace -c wg0.conf -L 127.0.0.1:8080=10.0.0.1:80\n" +
+			"Listeners bind to loopback unless an address is named.\n" +
 			"The config file is wg-quick(8)'s format: [Interface] PrivateKey, Address, DNS, MTU, ListenPort; [Peer] ...\n" +
 			"A UAPI socket is served in --socket-dir, so `WG_SOCKET_DIR=DIR fips-go show NAME` works.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Required: true, Usage: "wg-quick config file ([Interface] Address, DNS, MTU, ListenPort are used; flags override them)"},
 			&cli.StringSliceFlag{Name: "address", Aliases: []string{"a"}, Usage: "this side's tunnel address, e.g. 10.0.0.2/24 (repeatable; default: the file's Address)"},
 			&cli.StringSliceFlag{Name: "dns", Usage: "name server inside the tunnel (repeatable; default: the file's DNS)"},
-			&cli.StringSliceFlag{Name: "forward", Aliases: []string{"L"}, Usage: "LOCAL=REMOTE: accept TCP on LOCAL (host:port) and connect to REMOTE inside the tunnel (repeatable)"},
+			&cli.StringSliceFlag{Name: "forward", Aliases: []string{"L"}, Usage: "[tcp:|udp:][LOCAL=]REMOTE: accept on LOCAL ([host:]port) and connect to REMOTE (ip:port) inside the tunnel (repeatable)"},
+			&cli.StringSliceFlag{Name: "reverse", Aliases: []string{"R"}, Usage: "REMOTE_PORT=LOCAL: accept TCP inside the tunnel on REMOTE_PORT and connect to LOCAL ([host:]port) here (repeatable)"},
+			&cli.StringFlag{Name: "socks5", Usage: "serve a SOCKS5 proxy (CONNECT, UDP ASSOCIATE) on [host:]port"},
+			&cli.StringFlag{Name: "socks5-auth", Usage: "USER:PASS the SOCKS5 proxy requires (RFC 1929)"},
+			&cli.StringFlag{Name: "http", Usage: "serve an HTTP proxy (CONNECT and http:// requests) on [host:]port"},
+			&cli.StringFlag{Name: "ping", Usage: "ping ADDR through the tunnel, print the replies and exit"},
+			&cli.IntFlag{Name: "count", Value: 4, Usage: "echo requests --ping sends"},
+			&cli.IntFlag{Name: "max-conns", Value: proxy.DefaultMaxConns, Usage: "connections (and UDP flows) open at once, per proxy or forward"},
+			&cli.DurationFlag{Name: "idle-timeout", Value: proxy.DefaultIdleTimeout, Usage: "close proxied connections and UDP flows idle this long"},
 			&cli.IntFlag{Name: "mtu", Usage: "tunnel MTU (default: the file's MTU, else 1420)"},
 			&cli.IntFlag{Name: "listen-port", Value: -1, Usage: "UDP port (default: the file's ListenPort, else any)"},
 			&cli.StringFlag{Name: "name", Value: "fipsgo0", Usage: "interface name for the UAPI socket"},
@@ -67,28 +80,37 @@ func userspaceCommand() *cli.Command {
 // they listen (tests use it to learn a port-0 address).
 type readyKey struct{}
 
-type forward struct {
-	local  string
-	remote netip.AddrPort
-}
-
 type userspaceOptions struct {
-	cfg       *device.Config
-	prefixes  []netip.Prefix // the tunnel addresses with their subnets
-	addrs     []netip.Addr
-	dns       []netip.Addr
-	dnsSearch []string
-	forwards  []forward
-	mtu       int
-	name      string
-	socketDir string // "" for none
-	logf      func(string, ...any)
-	ready     func(locals []net.Addr) // called once listening (tests)
+	cfg        *device.Config
+	reverses   []reverse
+	socks5     string // listen address, "" for none
+	socks5Auth string // USER:PASS, "" for none
+	httpProxy  string
+	ping       netip.Addr
+	count      int
+	maxConns   int
+	idle       time.Duration
+	notef      func(string, ...any) // what the user should see (listeners, ping replies)
+	prefixes   []netip.Prefix       // the tunnel addresses with their subnets
+	addrs      []netip.Addr
+	dns        []netip.Addr
+	dnsSearch  []string
+	forwards   []forward
+	mtu        int
+	name       string
+	socketDir  string // "" for none
+	logf       func(string, ...any)
+	ready      func(locals []net.Addr) // called once listening (tests)
 }
 
 func userspaceOptionsFrom(c *cli.Command) (userspaceOptions, error) {
 	o := userspaceOptions{name: c.String("name")}
 	o.logf, _ = loggers("fips-go(userspace): ")
+	o.notef = func(format string, args ...any) {
+		if os.Getenv(envLogLevel) != "silent" {
+			fmt.Fprintf(os.Stderr, "fips-go: "+format+"\n", args...)
+		}
+	}
 	f, err := os.Open(c.String("config"))
 	if err != nil {
 		return o, err
@@ -105,13 +127,8 @@ func userspaceOptionsFrom(c *cli.Command) (userspaceOptions, error) {
 	if err := o.applyFile(q, c); err != nil {
 		return o, err
 	}
-	for _, s := range c.StringSlice("forward") {
-		local, remote, ok := strings.Cut(s, "=")
-		ap, err := netip.ParseAddrPort(remote)
-		if !ok || err != nil {
-			return o, fmt.Errorf("--forward %q: want LOCAL=REMOTE, e.g. 127.0.0.1:8080=10.0.0.1:80", s)
-		}
-		o.forwards = append(o.forwards, forward{local: local, remote: ap})
+	if err := o.netstackFlags(c); err != nil {
+		return o, err
 	}
 	o.socketDir = c.String("socket-dir")
 	switch o.socketDir {
@@ -174,7 +191,52 @@ func (o *userspaceOptions) applyFile(q *ipc.QuickConfig, c *cli.Command) error {
 	return nil
 }
 
-// runUserspace runs the device until ctx ends.
+// netstackFlags reads the flags of the netstack modes.
+func (o *userspaceOptions) netstackFlags(c *cli.Command) error {
+	for _, s := range c.StringSlice("forward") {
+		f, err := parseForward(s)
+		if err != nil {
+			return err
+		}
+		o.forwards = append(o.forwards, f)
+	}
+	for _, s := range c.StringSlice("reverse") {
+		r, err := parseReverse(s)
+		if err != nil {
+			return err
+		}
+		o.reverses = append(o.reverses, r)
+	}
+	if s := c.String("socks5"); s != "" {
+		o.socks5 = proxy.LoopbackDefault(s)
+	}
+	if s := c.String("http"); s != "" {
+		o.httpProxy = proxy.LoopbackDefault(s)
+	}
+	o.socks5Auth = c.String("socks5-auth")
+	if o.socks5Auth != "" {
+		u, p, ok := strings.Cut(o.socks5Auth, ":")
+		if !ok || u == "" || len(u) > 255 || len(p) > 255 {
+			return fmt.Errorf("--socks5-auth: want USER:PASS, each at most 255 bytes")
+		}
+	}
+	if s := c.String("ping"); s != "" {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return fmt.Errorf("--ping %q: want an IP address", s)
+		}
+		o.ping = a.Unmap()
+	}
+	o.count = int(c.Int("count"))
+	o.maxConns = int(c.Int("max-conns"))
+	o.idle = c.Duration("idle-timeout")
+	if o.maxConns < 1 || o.idle <= 0 || o.count < 1 {
+		return fmt.Errorf("--max-conns, --idle-timeout and --count must be positive")
+	}
+	return nil
+}
+
+// runUserspace runs the netstack modes until ctx ends.
 func runUserspace(ctx context.Context, o userspaceOptions) error {
 	ns, err := netstack.New(netstack.Options{Addresses: o.addrs, MTU: o.mtu, Name: o.name})
 	if err != nil {
@@ -193,33 +255,25 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 	if err := dev.Apply(o.cfg); err != nil {
 		return err
 	}
+	if o.ping.IsValid() {
+		return pingThrough(ctx, ns, o)
+	}
 	if o.socketDir != "" {
-		if err := privateSocketDir(o.socketDir, os.Getuid()); err != nil {
-			return err
-		}
-		l, err := ipc.Listen(o.socketDir, o.name)
+		l, err := listenUAPI(o, dev)
 		if err != nil {
 			return err
 		}
 		defer l.Close()
-		go l.Serve(dev, ipc.ServeOptions{Logf: o.logf})
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	var locals []net.Addr
-	for _, f := range o.forwards {
-		ln, err := net.Listen("tcp", f.local)
-		if err != nil {
-			return fmt.Errorf("--forward %s: %w", f.local, err)
-		}
-		defer ln.Close()
-		locals = append(locals, ln.Addr())
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			serveForward(ctx, ln, ns, f.remote, o.logf)
-		}()
+	locals, closeAll, err := netstackServices(ctx, &wg, ns, o)
+	if err != nil {
+		return err
 	}
+	defer closeAll()
 	if o.ready != nil {
 		o.ready(locals)
 	}
@@ -231,46 +285,36 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 	return nil
 }
 
-// serveForward accepts local connections and splices each to a connection
-// to remote inside the tunnel.
-func serveForward(ctx context.Context, ln net.Listener, ns *netstack.Net, remote netip.AddrPort, logf func(string, ...any)) {
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-	}()
-	for {
-		c, err := ln.Accept()
+// pingThrough pings o.ping through the stack, one request a second, and
+// fails when no reply came.
+func pingThrough(ctx context.Context, ns *netstack.Net, o userspaceOptions) error {
+	payload := make([]byte, 56)
+	got := 0
+	for seq := 1; seq <= o.count; seq++ {
+		start := time.Now()
+		// The first request also waits for the handshake.
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rtt, err := ns.Ping(pctx, o.ping, uint16(seq), payload)
+		cancel()
+		if ctx.Err() != nil {
+			break
+		}
 		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			r, err := ns.DialTCPAddrPort(ctx, remote)
-			if err != nil {
-				logf("forward to %v: %v", remote, err)
-				return
-			}
-			defer r.Close()
-			splice(c, r)
-		}()
-	}
-}
-
-// splice copies both ways until both directions are done, passing each
-// side's end of stream on as a half-close.
-func splice(a, b net.Conn) {
-	done := make(chan struct{}, 2)
-	cp := func(dst, src net.Conn) {
-		io.Copy(dst, src)
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
+			o.notef("no reply from %v, seq %d", o.ping, seq)
 		} else {
-			dst.Close()
+			got++
+			o.notef("%d bytes from %v: seq=%d time=%.3f ms", len(payload)+8, o.ping, seq, float64(rtt.Microseconds())/1000)
 		}
-		done <- struct{}{}
+		if seq < o.count {
+			select {
+			case <-time.After(time.Second - time.Since(start)):
+			case <-ctx.Done():
+			}
+		}
 	}
-	go cp(a, b)
-	go cp(b, a)
-	<-done
-	<-done
+	o.notef("%v: %d sent, %d received", o.ping, o.count, got)
+	if got == 0 {
+		return fmt.Errorf("no reply from %v", o.ping)
+	}
+	return nil
 }
