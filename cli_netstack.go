@@ -129,6 +129,7 @@ func netstackServices(ctx context.Context, wg *sync.WaitGroup, ns *netstack.Net,
 			}
 			closers = append(closers, func() { pc.Close() })
 			locals = append(locals, pc.LocalAddr())
+			o.notef("forwarding udp %v to %v", pc.LocalAddr(), f.remote)
 			wg.Go(func() { serveUDPForward(pc.(*net.UDPConn), ns, f.remote, lim, o) })
 			continue
 		}
@@ -138,10 +139,12 @@ func netstackServices(ctx context.Context, wg *sync.WaitGroup, ns *netstack.Net,
 		}
 		closers = append(closers, func() { ln.Close() })
 		locals = append(locals, ln.Addr())
+		o.notef("forwarding tcp %v to %v", ln.Addr(), f.remote)
 		wg.Go(func() { serveForward(ctx, ln, ns, f.remote, lim, o) })
 	}
 	for _, r := range o.reverses {
 		for _, ln := range reverseListeners(ns, o.addrs, r.port) {
+			o.notef("forwarding tcp %v in the tunnel to %s", ln.Addr(), r.local)
 			closers = append(closers, func() { ln.Close() })
 			wg.Go(func() { serveReverse(ln, r.local, lim, o) })
 		}
