@@ -324,27 +324,28 @@ func (p *netstackProc) output() string {
 }
 
 // dial opens a TCP connection from the client namespace.
-func (e *rootlessEnv) dial(addr string) net.Conn {
-	e.t.Helper()
+// It is closed when t ends.
+func (e *rootlessEnv) dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
 	var c net.Conn
 	var err error
-	inNetns(e.t, e.client, func() { c, err = net.DialTimeout("tcp", addr, 10*time.Second) })
+	inNetns(t, e.client, func() { c, err = net.DialTimeout("tcp", addr, 10*time.Second) })
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
-	e.t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { c.Close() })
 	return c
 }
 
-func (e *rootlessEnv) listenUDP() *net.UDPConn {
-	e.t.Helper()
+func (e *rootlessEnv) listenUDP(t *testing.T) *net.UDPConn {
+	t.Helper()
 	var u *net.UDPConn
 	var err error
-	inNetns(e.t, e.client, func() { u, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}) })
+	inNetns(t, e.client, func() { u, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}) })
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
-	e.t.Cleanup(func() { u.Close() })
+	t.Cleanup(func() { u.Close() })
 	return u
 }
 
@@ -358,5 +359,224 @@ func TestRootlessPing(t *testing.T) {
 	}
 }
 
-var _ = io.EOF
-var _ = netip.Addr{}
+// TestRootlessNetstack drives every netstack mode as nobody: SOCKS5
+// CONNECT (by name, through the tunnel's DNS) and UDP ASSOCIATE, the HTTP
+// proxy, -L tcp and udp, -R, and the refusals.
+func TestRootlessNetstack(t *testing.T) {
+	requireTool(t, "curl")
+	e := newRootlessEnv(t)
+	// A local echo for -R, in the client namespace.
+	var rln net.Listener
+	var err error
+	inNetns(t, e.client, func() { rln, err = net.Listen("tcp", "127.0.0.1:0") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rln.Close()
+	go func() {
+		for {
+			c, err := rln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	p := e.startNetstack(5, "--socks5", "127.0.0.1:0", "--http", "127.0.0.1:0", "--max-conns", "4",
+		"-L", "127.0.0.1:0="+rlPeerTun+":7", "-L", "udp:127.0.0.1:0="+rlPeerTun+":7",
+		"-R", "9000="+rln.Addr().String())
+	t.Logf("listening: %v", p.listen)
+	defer func() {
+		if t.Failed() {
+			t.Logf("userspace output:\n%s", p.output())
+		}
+	}()
+
+	t.Run("socks5-connect-by-name", func(t *testing.T) {
+		c := e.dial(t, p.listen["socks5"])
+		if rep := socksConnect(t, c, socksDomain("peer.tunnel", 7)); rep != 0 {
+			t.Fatalf("reply %d", rep)
+		}
+		if _, err := echoStream(c, rlSeed+2, rlBlobSize); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("socks5-curl", func(t *testing.T) {
+		out, err := e.run(exec.Command("curl", "-sS", "--max-time", "120", "--socks5-hostname", p.listen["socks5"], "http://peer.tunnel/"))
+		if err != nil || out != "hello from the peer\n" {
+			t.Fatalf("curl --socks5-hostname: %v\n%s", err, out)
+		}
+	})
+	t.Run("socks5-udp", func(t *testing.T) { socksUDP(t, e, p.listen["socks5"]) })
+	t.Run("socks5-malformed", func(t *testing.T) {
+		c := e.dial(t, p.listen["socks5"])
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "GET / HTTP/1.1\r\n\r\n")
+		got, err := io.ReadAll(c)
+		if err != nil || len(got) < 2 || got[0] != 5 || got[1] != 1 {
+			t.Fatalf("got % x, %v; want a SOCKS failure reply and EOF", got, err)
+		}
+	})
+	t.Run("socks5-too-many", func(t *testing.T) {
+		// Earlier subtests' connections are closed; give the server a
+		// moment to count them out.
+		time.Sleep(200 * time.Millisecond)
+		for range 4 {
+			c := e.dial(t, p.listen["socks5"])
+			if rep := socksConnect(t, c, socksIP(rlPeerTun, 7)); rep != 0 {
+				t.Fatalf("reply %d below the limit", rep)
+			}
+		}
+		c := e.dial(t, p.listen["socks5"])
+		if rep := socksConnect(t, c, socksIP(rlPeerTun, 7)); rep != 1 {
+			t.Fatalf("reply %d over the limit, want 1 (general failure)", rep)
+		}
+	})
+	t.Run("http-proxy", func(t *testing.T) {
+		out, err := e.run(exec.Command("sh", "-c", "curl -sS --max-time 120 -x http://"+p.listen["http"]+" http://peer.tunnel/blob | sha256sum"))
+		if err != nil || !strings.HasPrefix(out, blobSHA(rlSeed, rlBlobSize)) {
+			t.Fatalf("curl -x: %v\n%s", err, out)
+		}
+		c := e.dial(t, p.listen["http"])
+		fmt.Fprintf(c, "CONNECT %s:7 HTTP/1.1\r\nHost: x\r\n\r\n", rlPeerTun)
+		br := bufio.NewReader(c)
+		line, err := br.ReadString('\n')
+		if err != nil || !strings.Contains(line, " 200 ") {
+			t.Fatalf("CONNECT: %q %v", line, err)
+		}
+		br.ReadString('\n')
+		io.WriteString(c, "through CONNECT")
+		got := make([]byte, len("through CONNECT"))
+		if _, err := io.ReadFull(br, got); err != nil || string(got) != "through CONNECT" {
+			t.Fatalf("echo through CONNECT: %q %v", got, err)
+		}
+		bad := e.dial(t, p.listen["http"])
+		bad.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(bad, "GET /relative HTTP/1.1\r\nHost: x\r\n\r\n")
+		line, _ = bufio.NewReader(bad).ReadString('\n')
+		if !strings.Contains(line, " 400 ") {
+			t.Fatalf("malformed request: %q, want 400", line)
+		}
+	})
+	t.Run("forward-tcp", func(t *testing.T) {
+		if _, err := echoStream(e.dial(t, p.listen["tcp"]), rlSeed+3, rlBlobSize); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("forward-udp", func(t *testing.T) {
+		u := e.listenUDP(t)
+		fwd, _ := net.ResolveUDPAddr("udp", p.listen["udp"])
+		c := &udpTo{u, fwd}
+		if err := udpRoundTrip(c, []byte("through -L udp")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("reverse", func(t *testing.T) {
+		var c net.Conn
+		var err error
+		inNetns(t, e.peer.ns, func() { c, err = net.DialTimeout("tcp", rlClientTun+":9000", 10*time.Second) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := echoStream(c, rlSeed+4, rlBlobSize); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// udpTo is a UDP socket talking to one address, as a net.Conn for
+// udpRoundTrip.
+type udpTo struct {
+	*net.UDPConn
+	to *net.UDPAddr
+}
+
+func (u *udpTo) Write(b []byte) (int, error) { return u.WriteToUDP(b, u.to) }
+func (u *udpTo) Read(b []byte) (int, error) {
+	n, _, err := u.ReadFromUDP(b)
+	return n, err
+}
+
+func socksIP(ip string, port uint16) []byte {
+	a := netip.MustParseAddr(ip).As4()
+	return []byte{1, a[0], a[1], a[2], a[3], byte(port >> 8), byte(port)}
+}
+
+func socksDomain(name string, port uint16) []byte {
+	b := append([]byte{3, byte(len(name))}, name...)
+	return append(b, byte(port>>8), byte(port))
+}
+
+// socksCmd runs the SOCKS5 greeting and one command with address addr
+// (ATYP onwards); it returns the reply code and the bound address.
+func socksCmd(t *testing.T, c net.Conn, cmd byte, addr []byte) (byte, netip.AddrPort) {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	c.Write([]byte{5, 1, 0})
+	var b [2]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil || b[1] != 0 {
+		t.Fatalf("greeting: % x %v", b, err)
+	}
+	c.Write(append([]byte{5, cmd, 0}, addr...))
+	var h [10]byte // IPv4 replies only here
+	if _, err := io.ReadFull(c, h[:]); err != nil {
+		t.Fatalf("reply: %v", err)
+	}
+	return h[1], netip.AddrPortFrom(netip.AddrFrom4([4]byte(h[4:8])), uint16(h[8])<<8|uint16(h[9]))
+}
+
+func socksConnect(t *testing.T, c net.Conn, addr []byte) byte {
+	rep, _ := socksCmd(t, c, 1, addr)
+	return rep
+}
+
+// socksUDP checks UDP ASSOCIATE: a round trip through the peer's UDP echo,
+// and that a datagram from another socket is not relayed (its echo would
+// come back to the client).
+func socksUDP(t *testing.T, e *rootlessEnv, server string) {
+	ctl := e.dial(t, server)
+	rep, relay := socksCmd(t, ctl, 3, socksIP("0.0.0.0", 0))
+	if rep != 0 || !relay.Addr().IsLoopback() {
+		t.Fatalf("UDP ASSOCIATE: reply %d, relay %v (want one on loopback)", rep, relay)
+	}
+	u := e.listenUDP(t)
+	other := e.listenUDP(t)
+	hdr := append([]byte{0, 0, 0}, socksIP(rlPeerTun, 7)...)
+	to := net.UDPAddrFromAddrPort(relay)
+	c := &udpTo{u, to}
+	if err := udpRoundTripSOCKS(c, hdr, "mine"); err != nil {
+		t.Fatal(err)
+	}
+	other.WriteToUDP(append(append([]byte(nil), hdr...), "foreign"...), to)
+	if err := udpRoundTripSOCKS(c, hdr, "mine again"); err != nil {
+		t.Fatal(err)
+	}
+	// Anything that arrives now would be the foreign datagram's echo.
+	u.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	b := make([]byte, 2048)
+	if n, _, err := u.ReadFromUDP(b); err == nil {
+		t.Fatalf("a datagram from another socket was relayed: % x", b[:n])
+	}
+}
+
+func udpRoundTripSOCKS(c *udpTo, hdr []byte, msg string) error {
+	b := make([]byte, 2048)
+	for range 10 {
+		c.Write(append(append([]byte(nil), hdr...), msg...))
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		n, err := c.Read(b)
+		if err != nil {
+			continue
+		}
+		if n < len(hdr) || !bytes.Equal(b[:len(hdr)], hdr) || string(b[len(hdr):n]) != msg {
+			if strings.Contains(string(b[:n]), "foreign") {
+				return fmt.Errorf("the foreign datagram's echo came back")
+			}
+			continue // an earlier try's echo
+		}
+		return nil
+	}
+	return fmt.Errorf("no UDP echo through SOCKS5 in 10 tries")
+}
