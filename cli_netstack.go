@@ -143,7 +143,11 @@ func netstackServices(ctx context.Context, wg *sync.WaitGroup, ns *netstack.Net,
 		wg.Go(func() { serveForward(ctx, ln, ns, f.remote, lim, o) })
 	}
 	for _, r := range o.reverses {
-		for _, ln := range reverseListeners(ns, o.addrs, r.port) {
+		lns, err := reverseListeners(ns, o.addrs, r.port)
+		if err != nil {
+			return fail(err)
+		}
+		for _, ln := range lns {
 			o.notef("forwarding tcp %v in the tunnel to %s", ln.Addr(), r.local)
 			closers = append(closers, func() { ln.Close() })
 			wg.Go(func() { serveReverse(ln, r.local, lim, o) })
@@ -216,7 +220,7 @@ func serveForward(ctx context.Context, ln net.Listener, ns *netstack.Net, remote
 }
 
 // reverseListeners listens on port on each IP family the tunnel has.
-func reverseListeners(ns *netstack.Net, addrs []netip.Addr, port uint16) []net.Listener {
+func reverseListeners(ns *netstack.Net, addrs []netip.Addr, port uint16) ([]net.Listener, error) {
 	var out []net.Listener
 	var have4, have6 bool
 	for _, a := range addrs {
@@ -229,11 +233,16 @@ func reverseListeners(ns *netstack.Net, addrs []netip.Addr, port uint16) []net.L
 		if !fam.ok {
 			continue
 		}
-		if ln, err := ns.ListenTCPAddrPort(netip.AddrPortFrom(fam.any, port)); err == nil {
-			out = append(out, ln)
+		ln, err := ns.ListenTCPAddrPort(netip.AddrPortFrom(fam.any, port))
+		if err != nil {
+			for _, l := range out {
+				l.Close()
+			}
+			return nil, fmt.Errorf("-R %d: listen in the tunnel: %w", port, err)
 		}
+		out = append(out, ln)
 	}
-	return out
+	return out, nil
 }
 
 // serveReverse accepts connections inside the tunnel and splices each to
