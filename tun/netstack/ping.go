@@ -98,4 +98,3 @@ func isEchoReply(v6 bool, seq uint16, b []byte) bool {
 	h := header.ICMPv4(b)
 	return len(b) >= header.ICMPv4MinimumSize && h.Type() == header.ICMPv4EchoReply && h.Sequence() == seq
 }
-
