@@ -86,11 +86,13 @@ func (q *QuickConfig) key(key, value string) error {
 		for _, v := range splitList(value) {
 			p, err := parseAddressPrefix(v)
 			if err != nil {
+				//lint:ignore ST1005 the prefix is the config key, spelled as in wg0.conf, like its neighbours
 				return fmt.Errorf("Address: %w", err)
 			}
 			q.Addresses = append(q.Addresses, p)
 		}
 		if len(q.Addresses) > maxQuickEntries {
+			//lint:ignore ST1005 the prefix is the config key, spelled as in wg0.conf
 			return fmt.Errorf("Address: more than %d entries", maxQuickEntries)
 		}
 	case "dns":

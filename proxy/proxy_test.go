@@ -68,8 +68,9 @@ func TestSplice(t *testing.T) {
 
 func TestLimiter(t *testing.T) {
 	l := NewLimiter(2)
-	if !l.TryAcquire() || !l.TryAcquire() || l.TryAcquire() {
-		t.Fatal("limit of 2 not kept")
+	got := []bool{l.TryAcquire(), l.TryAcquire(), l.TryAcquire()}
+	if !got[0] || !got[1] || got[2] {
+		t.Fatalf("three tries with a limit of 2: %v", got)
 	}
 	l.Release()
 	if !l.TryAcquire() {
