@@ -31,18 +31,30 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "streams", Aliases: []string{"P"}, Value: 1, Usage: "parallel TCP streams"},
 			&cli.StringFlag{Name: "direction", Value: "forward", Usage: "forward: the initiator sends; reverse: the responder sends"},
 			&cli.IntFlag{Name: "mtu", Value: 1420, Usage: "tunnel MTU"},
+			&cli.StringFlag{Name: "mode", Value: "netstack", Usage: "netstack: TCP in both netstacks; socks5: the sender connects through a SOCKS5 proxy on loopback; userns: sender and receiver in two user namespaces with kernel TUNs, as `userspace -- CMD`"},
 		},
 		Action: func(ctx context.Context, c *cli.Command) error {
 			dir := c.String("direction")
 			if dir != "forward" && dir != "reverse" {
 				return fmt.Errorf("bench: --direction must be forward or reverse, not %q", dir)
 			}
-			return runBench(ctx, benchConfig{
+			cfg := benchConfig{
 				duration: c.Duration("duration"),
 				streams:  int(c.Int("streams")),
 				reverse:  dir == "reverse",
 				mtu:      int(c.Int("mtu")),
-			})
+				mode:     c.String("mode"),
+			}
+			switch cfg.mode {
+			case "netstack", "socks5":
+				return runBench(ctx, cfg)
+			case "userns":
+				if cfg.reverse {
+					return fmt.Errorf("bench: --mode userns measures one direction only")
+				}
+				return runBenchUserns(ctx, cfg)
+			}
+			return fmt.Errorf("bench: --mode must be netstack, socks5 or userns, not %q", cfg.mode)
 		},
 	}
 }
@@ -52,6 +64,7 @@ type benchConfig struct {
 	streams  int
 	reverse  bool
 	mtu      int
+	mode     string // netstack, socks5 or userns
 }
 
 type benchNode struct {
@@ -137,9 +150,16 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 	fmt.Fprintf(os.Stderr, "fips-go bench: %d stream(s), %v, MTU %d, %s; handshake done in %v\n",
 		cfg.streams, cfg.duration, cfg.mtu, map[bool]string{false: "forward", true: "reverse"}[cfg.reverse], hs.Round(time.Microsecond))
 	dialTo := netip.AddrPortFrom(sink.addr, 5201)
-	res, err := bench.TCP(ctx, ln, func(ctx context.Context) (net.Conn, error) {
-		return sender.ns.DialTCPAddrPort(ctx, dialTo)
-	}, bench.Options{
+	dial := func(ctx context.Context) (net.Conn, error) { return sender.ns.DialTCPAddrPort(ctx, dialTo) }
+	if cfg.mode == "socks5" {
+		server, err := startBenchSOCKS5(ctx, sender)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "fips-go bench: the sender connects through SOCKS5 on %s\n", server)
+		dial = func(ctx context.Context) (net.Conn, error) { return socks5Dial(ctx, server, dialTo) }
+	}
+	res, err := bench.TCP(ctx, ln, dial, bench.Options{
 		Duration: cfg.duration,
 		Streams:  cfg.streams,
 		Progress: func(el time.Duration, n uint64) {

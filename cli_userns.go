@@ -94,7 +94,9 @@ func serveTUN(o userspaceOptions, fd int) (*device.Device, error) {
 	if o.cfg.ListenPort != nil {
 		port = *o.cfg.ListenPort
 	}
-	dev, err := device.New(t, conn.NewDefault(conn.Options{}), device.Options{ListenPort: port, Logf: o.logf})
+	dopts := kernelTUNOptions(o.logf)
+	dopts.ListenPort = port
+	dev, err := device.New(t, conn.NewDefault(bindOptions(o.logf)), dopts)
 	if err != nil {
 		t.Close()
 		return nil, err
@@ -116,6 +118,16 @@ func listenUAPI(o userspaceOptions, dev *device.Device) (*ipc.Listener, error) {
 	}
 	go l.Serve(dev, ipc.ServeOptions{Logf: o.logf})
 	return l, nil
+}
+
+// kernelTUNOptions are the daemon's device options for a kernel TUN,
+// whose writes coalesce into lent buffers (GRO).
+func kernelTUNOptions(logf func(string, ...any)) device.Options {
+	return device.Options{
+		Logf:       logf,
+		GROBuffers: envInt("FIPS_GO_TUN_GRO_BUFFERS", 16),
+		PeerQueue:  envInt("FIPS_GO_PEER_QUEUE", 0),
+	}
 }
 
 // allowedRoutes are the peers' allowed IPs, each once.
