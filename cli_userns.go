@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 
@@ -41,10 +42,10 @@ func runUserspaceCmd(o userspaceOptions, args []string) error {
 		DNS: o.dns, DNSSearch: o.dnsSearch, Args: args,
 	})
 	if err != nil {
-		if errors.Is(err, userns.ErrUnavailable) {
-			return fmt.Errorf("%w\nWithout user namespaces, use a netstack mode instead: --socks5 127.0.0.1:1080, --http 127.0.0.1:8080 or -L LOCAL=REMOTE", err)
+		if errors.Is(err, exec.ErrNotFound) {
+			return err
 		}
-		return err
+		return fmt.Errorf("%w\nThe netstack modes need no namespaces and no /dev/net/tun: --socks5 1080, --http 8080 or -L LOCAL=REMOTE", err)
 	}
 	dev, err := serveTUN(o, sess.TUN)
 	if err != nil {

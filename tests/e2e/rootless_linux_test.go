@@ -580,3 +580,20 @@ func udpRoundTripSOCKS(c *udpTo, hdr []byte, msg string) error {
 	}
 	return fmt.Errorf("no UDP echo through SOCKS5 in 10 tries")
 }
+
+// Where user namespaces are off, -- CMD names the sysctl and suggests the
+// netstack modes. The limit is set to 0 inside a user namespace of the
+// test's own, which leaves the machine's setting alone.
+func TestRootlessCommandNoUserns(t *testing.T) {
+	requireTool(t, "unshare")
+	e := newRootlessEnv(t)
+	requireUserns(t)
+	cmd := exec.Command("unshare", "-U", "--map-root-user", "sh", "-c",
+		`echo 0 > /proc/sys/user/max_user_namespaces && exec "$0" userspace -c "$1" -- true`, e.bin, e.conf)
+	out, err := e.run(cmd)
+	for _, want := range []string{"user.max_user_namespaces is 0", "--socks5"} {
+		if err == nil || !strings.Contains(out, want) {
+			t.Errorf("got %v:\n%s\nwant a failure mentioning %q", err, out, want)
+		}
+	}
+}
