@@ -471,6 +471,11 @@ func TestRootlessNetstack(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	t.Run("answers-ping", func(t *testing.T) {
+		if r := e.peer.ns.ping(netip.MustParseAddr(rlClientTun), 3, 56, false); r.received != 3 {
+			t.Fatalf("the peer's pings to the netstack: %d of %d answered\n%s", r.received, r.sent, r.out)
+		}
+	})
 	t.Run("reverse", func(t *testing.T) {
 		var c net.Conn
 		var err error
@@ -596,4 +601,52 @@ func TestRootlessCommandNoUserns(t *testing.T) {
 			t.Errorf("got %v:\n%s\nwant a failure mentioning %q", err, out, want)
 		}
 	}
+}
+
+// A signal to fips-go reaches the command, and the command's status is
+// fips-go's.
+func TestRootlessCommandSignal(t *testing.T) {
+	e := newRootlessEnv(t)
+	requireUserns(t)
+	devTunForEveryone(t)
+	cmd := e.nobody("userspace", "-c", e.conf, "--", "sh", "-c", `trap 'exit 42' TERM; echo started; while :; do sleep 0.1; done`)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	var err error
+	inNetns(t, e.client, func() { err = cmd.Start() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	eventually(t, 20*time.Second, "the command started", func() bool { return strings.Contains(out.String(), "started") })
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("no exit within 20 s of SIGTERM")
+	}
+	var ee *exec.ExitError
+	if !errorsAs(err, &ee) || ee.ExitCode() != 42 {
+		t.Fatalf("exit %v, want 42 from the command's trap\n%s", err, out.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer that a command writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
