@@ -187,3 +187,33 @@ func udpEchoes(u net.Conn, msg string) bool {
 	}
 	return false
 }
+
+// A second session with the default name serves the next free socket; an
+// explicit --name is never replaced.
+func TestListenUAPINextFreeName(t *testing.T) {
+	n, err := newBenchNode(netip.MustParseAddr("10.0.0.1"), 1420)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.dev.Close()
+	dir := filepath.Join(t.TempDir(), "sock")
+	o := userspaceOptions{name: "fipsgo0", socketDir: dir, logf: t.Logf}
+	l1, err := listenUAPI(o, n.dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l1.Close()
+	l2, err := listenUAPI(o, n.dev)
+	if err != nil {
+		t.Fatalf("second session: %v", err)
+	}
+	defer l2.Close()
+	if _, err := os.Stat(filepath.Join(dir, "fipsgo1.sock")); err != nil {
+		t.Fatalf("second socket: %v", err)
+	}
+	o.nameSet = true
+	if l3, err := listenUAPI(o, n.dev); err == nil {
+		l3.Close()
+		t.Fatal("an explicit --name in use was replaced")
+	}
+}

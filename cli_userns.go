@@ -109,13 +109,24 @@ func serveTUN(o userspaceOptions, fd int) (*device.Device, error) {
 	return dev, nil
 }
 
+// listenUAPI serves the UAPI socket for dev. When the name was not
+// chosen with --name and another session holds it, the next free one of
+// fipsgo1 to fipsgo15 is taken, so parallel sessions just work.
 func listenUAPI(o userspaceOptions, dev *device.Device) (*ipc.Listener, error) {
 	if err := privateSocketDir(o.socketDir, os.Getuid()); err != nil {
 		return nil, err
 	}
-	l, err := ipc.Listen(o.socketDir, o.name)
+	name := o.name
+	l, err := ipc.Listen(o.socketDir, name)
+	for i := 1; errors.Is(err, ipc.ErrInUse) && !o.nameSet && i < 16; i++ {
+		name = fmt.Sprintf("fipsgo%d", i)
+		l, err = ipc.Listen(o.socketDir, name)
+	}
 	if err != nil {
 		return nil, err
+	}
+	if name != o.name {
+		o.logf("UAPI socket %s is in use; serving %s/%s.sock", o.name, o.socketDir, name)
 	}
 	go l.Serve(dev, ipc.ServeOptions{Logf: o.logf})
 	return l, nil

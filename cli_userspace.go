@@ -98,13 +98,14 @@ type userspaceOptions struct {
 	forwards   []forward
 	mtu        int
 	name       string
+	nameSet    bool   // --name given: never pick another
 	socketDir  string // "" for none
 	logf       func(string, ...any)
 	ready      func(locals []net.Addr) // called once listening (tests)
 }
 
 func userspaceOptionsFrom(c *cli.Command) (userspaceOptions, error) {
-	o := userspaceOptions{name: c.String("name")}
+	o := userspaceOptions{name: c.String("name"), nameSet: c.IsSet("name")}
 	o.logf, _ = loggers("fips-go(userspace): ")
 	o.notef = func(format string, args ...any) {
 		if os.Getenv(envLogLevel) != "silent" {
