@@ -67,6 +67,9 @@ func userspaceCommand() *cli.Command {
 				opts.ready = r
 			}
 			if c.Args().Len() > 0 {
+				if opts.netstackMode() {
+					return fmt.Errorf("userspace: --socks5, --http, -L, -R and --ping are netstack modes; they do not combine with -- CMD")
+				}
 				return runUserspaceCmd(opts, c.Args().Slice())
 			}
 			ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
@@ -190,6 +193,11 @@ func (o *userspaceOptions) applyFile(q *ipc.QuickConfig, c *cli.Command) error {
 		o.cfg.ListenPort = &port
 	}
 	return nil
+}
+
+// netstackMode reports whether a netstack mode was asked for.
+func (o *userspaceOptions) netstackMode() bool {
+	return len(o.forwards)+len(o.reverses) > 0 || o.socks5 != "" || o.httpProxy != "" || o.ping.IsValid()
 }
 
 // netstackFlags reads the flags of the netstack modes.

@@ -113,3 +113,14 @@ func TestUserspaceNeedsAddress(t *testing.T) {
 		t.Fatalf("got %v, want an error about the missing Address", err)
 	}
 }
+
+func TestUserspaceCmdRefusesNetstackFlags(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "wg0.conf")
+	if err := os.WriteFile(conf, []byte("[Interface]\nPrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=\nAddress = 10.0.0.2/24\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := runUserspaceArgs(context.Background(), newApp(), []string{"fips-go", "userspace", "-c", conf, "--socks5", "1080", "--", "true"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "do not combine") {
+		t.Fatalf("got %v", err)
+	}
+}
