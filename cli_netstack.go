@@ -106,89 +106,115 @@ func tunnelResolver(ns *netstack.Net, servers []netip.Addr, addrs []netip.Addr) 
 	}
 }
 
+// services are the listeners of the netstack modes; close undoes start
+// in reverse.
+type services struct {
+	ns      *netstack.Net
+	o       userspaceOptions
+	wg      *sync.WaitGroup
+	lim     *proxy.Limiter // shared by the forwards
+	closers []func()
+	locals  []net.Addr // -L in order, then SOCKS5, then HTTP
+}
+
+func (s *services) close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+}
+
 // netstackServices starts what the options ask for on ns and returns the
-// local listen addresses (-L in order, then SOCKS5, then HTTP).
+// local listen addresses (-L in order, then SOCKS5, then HTTP) and the
+// function that closes them.
 func netstackServices(ctx context.Context, wg *sync.WaitGroup, ns *netstack.Net, o userspaceOptions) ([]net.Addr, func(), error) {
-	var closers []func()
-	closeAll := func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
+	s := &services{ns: ns, o: o, wg: wg, lim: proxy.NewLimiter(o.maxConns)}
+	for _, start := range []func(context.Context) error{s.forwards, s.reverses, s.proxies} {
+		if err := start(ctx); err != nil {
+			s.close()
+			return nil, nil, err
 		}
 	}
-	fail := func(err error) ([]net.Addr, func(), error) {
-		closeAll()
-		return nil, nil, err
-	}
-	lim := proxy.NewLimiter(o.maxConns)
-	var locals []net.Addr
-	for _, f := range o.forwards {
+	return s.locals, s.close, nil
+}
+
+func (s *services) forwards(ctx context.Context) error {
+	for _, f := range s.o.forwards {
 		if f.udp {
 			pc, err := net.ListenPacket("udp", f.local)
 			if err != nil {
-				return fail(fmt.Errorf("-L udp:%s: %w", f.local, err))
+				return fmt.Errorf("-L udp:%s: %w", f.local, err)
 			}
-			closers = append(closers, func() { pc.Close() })
-			locals = append(locals, pc.LocalAddr())
-			o.notef("forwarding udp %v to %v", pc.LocalAddr(), f.remote)
-			wg.Go(func() { serveUDPForward(pc.(*net.UDPConn), ns, f.remote, lim, o) })
+			s.closers = append(s.closers, func() { pc.Close() })
+			s.locals = append(s.locals, pc.LocalAddr())
+			s.o.notef("forwarding udp %v to %v", pc.LocalAddr(), f.remote)
+			s.wg.Go(func() { serveUDPForward(pc.(*net.UDPConn), s.ns, f.remote, s.lim, s.o) })
 			continue
 		}
 		ln, err := net.Listen("tcp", f.local)
 		if err != nil {
-			return fail(fmt.Errorf("-L %s: %w", f.local, err))
+			return fmt.Errorf("-L %s: %w", f.local, err)
 		}
-		closers = append(closers, func() { ln.Close() })
-		locals = append(locals, ln.Addr())
-		o.notef("forwarding tcp %v to %v", ln.Addr(), f.remote)
-		wg.Go(func() { serveForward(ctx, ln, ns, f.remote, lim, o) })
+		s.closers = append(s.closers, func() { ln.Close() })
+		s.locals = append(s.locals, ln.Addr())
+		s.o.notef("forwarding tcp %v to %v", ln.Addr(), f.remote)
+		s.wg.Go(func() { serveForward(ctx, ln, s.ns, f.remote, s.lim, s.o) })
 	}
-	for _, r := range o.reverses {
-		lns, err := reverseListeners(ns, o.addrs, r.port)
+	return nil
+}
+
+func (s *services) reverses(context.Context) error {
+	for _, r := range s.o.reverses {
+		lns, err := reverseListeners(s.ns, s.o.addrs, r.port)
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		for _, ln := range lns {
-			o.notef("forwarding tcp %v in the tunnel to %s", ln.Addr(), r.local)
-			closers = append(closers, func() { ln.Close() })
-			wg.Go(func() { serveReverse(ln, r.local, lim, o) })
+			s.o.notef("forwarding tcp %v in the tunnel to %s", ln.Addr(), r.local)
+			s.closers = append(s.closers, func() { ln.Close() })
+			s.wg.Go(func() { serveReverse(ln, r.local, s.lim, s.o) })
 		}
 	}
+	return nil
+}
+
+func (s *services) proxies(ctx context.Context) error {
+	o, ns := s.o, s.ns
 	resolve := tunnelResolver(ns, o.dns, o.addrs)
 	dial := func(ctx context.Context, ap netip.AddrPort) (net.Conn, error) { return ns.DialTCPAddrPort(ctx, ap) }
 	if o.socks5 != "" {
 		ln, err := net.Listen("tcp", o.socks5)
 		if err != nil {
-			return fail(fmt.Errorf("--socks5 %s: %w", o.socks5, err))
+			return fmt.Errorf("--socks5 %s: %w", o.socks5, err)
 		}
-		closers = append(closers, func() { ln.Close() })
-		locals = append(locals, ln.Addr())
+		s.closers = append(s.closers, func() { ln.Close() })
+		s.locals = append(s.locals, ln.Addr())
 		user, pass, _ := strings.Cut(o.socks5Auth, ":")
 		srv := socks5.New(socks5.Options{
 			Dial: dial, Resolve: resolve, Username: user, Password: pass,
 			ListenUDP: func(v6 bool) (net.PacketConn, error) {
-				any := netip.IPv4Unspecified()
+				unspec := netip.IPv4Unspecified()
 				if v6 {
-					any = netip.IPv6Unspecified()
+					unspec = netip.IPv6Unspecified()
 				}
-				return ns.ListenUDPAddrPort(netip.AddrPortFrom(any, 0))
+				return ns.ListenUDPAddrPort(netip.AddrPortFrom(unspec, 0))
 			},
 			MaxConns: o.maxConns, IdleTimeout: o.idle, Logf: o.logf,
 		})
-		wg.Go(func() { srv.Serve(ctx, ln) })
+		s.wg.Go(func() { srv.Serve(ctx, ln) })
 		o.notef("SOCKS5 proxy (CONNECT, UDP ASSOCIATE) on %v", ln.Addr())
 	}
 	if o.httpProxy != "" {
 		ln, err := net.Listen("tcp", o.httpProxy)
 		if err != nil {
-			return fail(fmt.Errorf("--http %s: %w", o.httpProxy, err))
+			return fmt.Errorf("--http %s: %w", o.httpProxy, err)
 		}
-		closers = append(closers, func() { ln.Close() })
-		locals = append(locals, ln.Addr())
+		s.closers = append(s.closers, func() { ln.Close() })
+		s.locals = append(s.locals, ln.Addr())
 		srv := httpproxy.New(httpproxy.Options{Dial: dial, Resolve: resolve, MaxConns: o.maxConns, IdleTimeout: o.idle, Logf: o.logf})
-		wg.Go(func() { srv.Serve(ctx, ln) })
+		s.wg.Go(func() { srv.Serve(ctx, ln) })
 		o.notef("HTTP proxy on %v", ln.Addr())
 	}
-	return locals, closeAll, nil
+	return nil
 }
 
 // serveForward accepts local connections and splices each to a connection
