@@ -147,7 +147,7 @@ func (s *services) forwards(ctx context.Context) error {
 			s.closers = append(s.closers, func() { pc.Close() })
 			s.locals = append(s.locals, pc.LocalAddr())
 			s.o.notef("forwarding udp %v to %v", pc.LocalAddr(), f.remote)
-			s.wg.Go(func() { serveUDPForward(pc.(*net.UDPConn), s.ns, f.remote, s.lim, s.o) })
+			s.wg.Go(func() { serveUDPForward(ctx, pc.(*net.UDPConn), s.ns, f.remote, s.lim, s.o) })
 			continue
 		}
 		ln, err := net.Listen("tcp", f.local)
@@ -162,7 +162,7 @@ func (s *services) forwards(ctx context.Context) error {
 	return nil
 }
 
-func (s *services) reverses(context.Context) error {
+func (s *services) reverses(ctx context.Context) error {
 	for _, r := range s.o.reverses {
 		lns, err := reverseListeners(s.ns, s.o.addrs, r.port)
 		if err != nil {
@@ -171,7 +171,7 @@ func (s *services) reverses(context.Context) error {
 		for _, ln := range lns {
 			s.o.notef("forwarding tcp %v in the tunnel to %s", ln.Addr(), r.local)
 			s.closers = append(s.closers, func() { ln.Close() })
-			s.wg.Go(func() { serveReverse(ln, r.local, s.lim, s.o) })
+			s.wg.Go(func() { serveReverse(ctx, ln, r.local, s.lim, s.o) })
 		}
 	}
 	return nil
@@ -240,7 +240,7 @@ func serveForward(ctx context.Context, ln net.Listener, ns *netstack.Net, remote
 				o.logf("forward to %v: %v", remote, err)
 				return
 			}
-			proxy.Splice(c, r, o.idle)
+			proxy.Splice(ctx, c, r, o.idle)
 		}()
 	}
 }
@@ -273,7 +273,7 @@ func reverseListeners(ns *netstack.Net, addrs []netip.Addr, port uint16) ([]net.
 
 // serveReverse accepts connections inside the tunnel and splices each to
 // a connection to local.
-func serveReverse(ln net.Listener, local string, lim *proxy.Limiter, o userspaceOptions) {
+func serveReverse(ctx context.Context, ln net.Listener, local string, lim *proxy.Limiter, o userspaceOptions) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -292,7 +292,7 @@ func serveReverse(ln net.Listener, local string, lim *proxy.Limiter, o userspace
 				o.logf("-R to %s: %v", local, err)
 				return
 			}
-			proxy.Splice(c, r, o.idle)
+			proxy.Splice(ctx, c, r, o.idle)
 		}()
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net"
 	"net/netip"
 	"sync"
@@ -20,7 +21,7 @@ type udpFlow struct {
 // serveUDPForward relays datagrams between local clients of pc and remote
 // inside the tunnel: each client address gets its own tunnel socket, so
 // replies find their way back. Flows count against lim and end when idle.
-func serveUDPForward(pc *net.UDPConn, ns *netstack.Net, remote netip.AddrPort, lim *proxy.Limiter, o userspaceOptions) {
+func serveUDPForward(ctx context.Context, pc *net.UDPConn, ns *netstack.Net, remote netip.AddrPort, lim *proxy.Limiter, o userspaceOptions) {
 	var mu sync.Mutex // guards flows
 	flows := map[netip.AddrPort]*udpFlow{}
 	var wg sync.WaitGroup
@@ -57,7 +58,7 @@ func serveUDPForward(pc *net.UDPConn, ns *netstack.Net, remote netip.AddrPort, l
 			f.act.Touch()
 			flows[from] = f
 			wg.Go(func() {
-				go proxy.CloseWhenIdle(&f.act, o.idle, f.stop, func() { c.Close() })
+				go proxy.CloseWhenIdle(ctx, &f.act, o.idle, f.stop, func() { c.Close() })
 				udpFlowReplies(pc, f, from)
 				close(f.stop)
 				c.Close()

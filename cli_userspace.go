@@ -274,10 +274,12 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 		}
 		defer l.Close()
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// Deferred in this order so that on return the listeners close, then
+	// the services are told to stop, then they are waited for.
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	locals, closeAll, err := netstackServices(ctx, &wg, ns, o)
 	if err != nil {
 		return err

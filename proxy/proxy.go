@@ -67,15 +67,18 @@ func (a *Activity) IdleFor(now time.Time) time.Duration {
 	return now.Sub(time.Unix(0, a.last.Load()))
 }
 
-// CloseWhenIdle calls closeFn once a has been idle for idle, or returns
-// when stop is closed.
-func CloseWhenIdle(a *Activity, idle time.Duration, stop <-chan struct{}, closeFn func()) {
+// CloseWhenIdle calls closeFn once a has been idle for idle or ctx ends,
+// or returns when stop is closed.
+func CloseWhenIdle(ctx context.Context, a *Activity, idle time.Duration, stop <-chan struct{}, closeFn func()) {
 	tick := max(idle/4, 10*time.Millisecond)
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
 		select {
 		case <-stop:
+			return
+		case <-ctx.Done():
+			closeFn()
 			return
 		case now := <-t.C:
 			if a.IdleFor(now) >= idle {
@@ -94,16 +97,17 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return
 
 // Splice copies both ways between a and b until both directions end,
 // passing each end of stream on as a half-close, or until neither moved a
-// byte for idle (0: DefaultIdleTimeout). It closes both and returns the
-// bytes copied a to b and b to a.
-func Splice(a, b net.Conn, idle time.Duration) (ab, ba int64) {
+// byte for idle (0: DefaultIdleTimeout), or ctx ends (the service is
+// shutting down). It closes both and returns the bytes copied a to b and b
+// to a.
+func Splice(ctx context.Context, a, b net.Conn, idle time.Duration) (ab, ba int64) {
 	if idle <= 0 {
 		idle = DefaultIdleTimeout
 	}
 	var act Activity
 	act.Touch()
 	stop := make(chan struct{})
-	go CloseWhenIdle(&act, idle, stop, func() { a.Close(); b.Close() })
+	go CloseWhenIdle(ctx, &act, idle, stop, func() { a.Close(); b.Close() })
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

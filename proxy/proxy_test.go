@@ -32,7 +32,7 @@ func TestSplice(t *testing.T) {
 	client, a := tcpPair(t)
 	b, server := tcpPair(t)
 	done := make(chan [2]int64, 1)
-	go func() { ab, ba := Splice(a, b, time.Minute); done <- [2]int64{ab, ba} }()
+	go func() { ab, ba := Splice(context.Background(), a, b, time.Minute); done <- [2]int64{ab, ba} }()
 	client.Write([]byte("request"))
 	client.(*net.TCPConn).CloseWrite()
 	got, _ := io.ReadAll(server) // ends at the half-close
@@ -54,7 +54,7 @@ func TestSplice(t *testing.T) {
 	defer client2.Close()
 	defer server2.Close()
 	idle := make(chan struct{})
-	go func() { Splice(a2, b2, 50*time.Millisecond); close(idle) }()
+	go func() { Splice(context.Background(), a2, b2, 50*time.Millisecond); close(idle) }()
 	select {
 	case <-idle:
 	case <-time.After(10 * time.Second):

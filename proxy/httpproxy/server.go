@@ -44,6 +44,7 @@ type Server struct {
 	lim       *proxy.Limiter
 	refusing  *proxy.Limiter
 	transport *http.Transport
+	ctx       context.Context // Serve's: ends the CONNECT tunnels with it
 }
 
 // New returns a server with o's zero fields defaulted.
@@ -54,7 +55,7 @@ func New(o Options) *Server {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	s := &Server{opts: o, lim: proxy.NewLimiter(o.MaxConns), refusing: proxy.NewLimiter(maxRefusing)}
+	s := &Server{opts: o, lim: proxy.NewLimiter(o.MaxConns), refusing: proxy.NewLimiter(maxRefusing), ctx: context.Background()}
 	s.transport = &http.Transport{
 		Proxy: nil,
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
@@ -74,6 +75,7 @@ func New(o Options) *Server {
 
 // Serve serves ln until ctx ends or ln fails.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.ctx = ctx
 	hs := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: DefaultHeaderTimeout,
@@ -145,7 +147,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, t Target) {
 			return
 		}
 	}
-	proxy.Splice(c, up, s.opts.IdleTimeout)
+	proxy.Splice(s.ctx, c, up, s.opts.IdleTimeout)
 }
 
 func (s *Server) forward(w http.ResponseWriter, r *http.Request) {

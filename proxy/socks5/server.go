@@ -180,6 +180,8 @@ func (s *Server) refuse(c net.Conn) {
 
 func (s *Server) handle(ctx context.Context, c net.Conn) {
 	defer c.Close()
+	// Shutting down ends handshakes too, so Serve's wait is short.
+	defer context.AfterFunc(ctx, func() { c.Close() })()
 	c.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
 	err := s.handshake(c)
 	var req Request
@@ -234,7 +236,7 @@ func (s *Server) connect(ctx context.Context, c net.Conn, to Addr) {
 		return
 	}
 	c.SetDeadline(time.Time{})
-	proxy.Splice(c, r, s.opts.IdleTimeout)
+	proxy.Splice(ctx, c, r, s.opts.IdleTimeout)
 }
 
 func (s *Server) resolve(ctx context.Context, a Addr) (netip.AddrPort, error) {

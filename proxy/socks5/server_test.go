@@ -222,3 +222,34 @@ func TestUDPAssociate(t *testing.T) {
 		t.Fatalf("stats %+v, want one foreign and one malformed datagram dropped", st)
 	}
 }
+
+// Shutting down ends open connections instead of waiting out their idle
+// timeout.
+func TestServeEndsConnectionsOnShutdown(t *testing.T) {
+	echo := echoTCP(t)
+	s := New(Options{Dial: func(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", ap.String())
+	}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Serve(ctx, ln); close(done) }()
+	c, rep, _ := dialSOCKS(t, ln.Addr().String(), "", "", Request{Cmd: CmdConnect, Addr: AddrFrom(echo)})
+	if rep != RepSucceeded {
+		t.Fatalf("reply %d", rep)
+	}
+	defer c.Close()
+	half, _ := net.Dial("tcp", ln.Addr().String()) // stuck in the handshake
+	defer half.Close()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve still waiting for its connections 5 s after shutdown")
+	}
+}

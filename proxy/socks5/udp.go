@@ -62,7 +62,7 @@ func (s *Server) associate(ctx context.Context, c net.Conn, req Addr) {
 	a.act.Touch()
 	stop := make(chan struct{})
 	closeAll := func() { c.Close(); a.close() }
-	go proxy.CloseWhenIdle(&a.act, s.opts.IdleTimeout, stop, closeAll)
+	go proxy.CloseWhenIdle(ctx, &a.act, s.opts.IdleTimeout, stop, closeAll)
 	a.wg.Go(func() {
 		// The association lives as long as the control connection.
 		var b [1]byte
