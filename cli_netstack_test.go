@@ -149,9 +149,22 @@ func TestUserspaceNetstackModes(t *testing.T) {
 		t.Fatalf("SOCKS5 CONNECT by name: % x %v", rep, err)
 	}
 	expectEcho(t, sc, "through SOCKS5")
+	// A connection still open does not hold up the shutdown.
+	open, err := net.Dial("tcp", locals[1].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	open.Write(append(req, 0, 7))
+	io.ReadFull(open, rep[:])
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("userspace returned %v", err)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("userspace returned %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("userspace still running 10 s after cancel, with a SOCKS5 connection open")
 	}
 }
 
