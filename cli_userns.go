@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/fips-go/fips-go/conn"
@@ -37,6 +38,13 @@ func runUserspaceCmd(o userspaceOptions, args []string) error {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
+	if len(o.dns) == 0 {
+		if b, err := os.ReadFile("/etc/resolv.conf"); err == nil {
+			if lo := loopbackResolvers(string(b)); len(lo) > 0 {
+				o.notef("no DNS in the config, and /etc/resolv.conf names %s, a loopback the command's namespace does not share: names will not resolve there (set DNS in [Interface])", strings.Join(lo, ", "))
+			}
+		}
+	}
 	sess, err := userns.Start(userns.Options{
 		Name: o.name, MTU: o.mtu, Addresses: o.prefixes, Routes: allowedRoutes(o.cfg),
 		DNS: o.dns, DNSSearch: o.dnsSearch, Args: args,
@@ -140,6 +148,22 @@ func kernelTUNOptions(logf func(string, ...any)) device.Options {
 		GROBuffers: envInt("FIPS_GO_TUN_GRO_BUFFERS", 16),
 		PeerQueue:  envInt("FIPS_GO_PEER_QUEUE", 0),
 	}
+}
+
+// loopbackResolvers lists the name servers of a resolv.conf that are
+// loopback addresses (a local resolver such as systemd-resolved's
+// 127.0.0.53).
+func loopbackResolvers(conf string) []string {
+	var out []string
+	for line := range strings.Lines(conf) {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "nameserver" {
+			if a, err := netip.ParseAddr(f[1]); err == nil && a.Unmap().IsLoopback() {
+				out = append(out, f[1])
+			}
+		}
+	}
+	return out
 }
 
 // allowedRoutes are the peers' allowed IPs, each once.

@@ -124,3 +124,10 @@ func TestUserspaceCmdRefusesNetstackFlags(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestLoopbackResolvers(t *testing.T) {
+	got := loopbackResolvers("# comment\nnameserver 127.0.0.53\nnameserver 10.0.0.1\nnameserver ::1\noptions edns0\n")
+	if strings.Join(got, ",") != "127.0.0.53,::1" {
+		t.Fatalf("got %v", got)
+	}
+}
