@@ -13,7 +13,7 @@ var version = "0.1.0-dev"
 func newApp() *cli.Command {
 	cmds := keyCommands()
 	cmds = append(cmds, clientCommands()...)
-	cmds = append(cmds, benchCommand(), userspaceCommand())
+	cmds = append(cmds, benchCommand(), benchPeerCommand(), userspaceCommand())
 	return &cli.Command{
 		Name:  "fips-go",
 		Usage: "a fast userspace WireGuard, drop-in for wireguard-go",

@@ -33,13 +33,14 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "direction", Value: "forward", Usage: "forward: the initiator sends; reverse: the responder sends"},
 			&cli.IntFlag{Name: "mtu", Value: 1420, Usage: "tunnel MTU"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as one JSON object (for scripts and CI)"},
+			&cli.StringFlag{Name: "mode", Value: "netstack", Usage: "netstack: TCP in both netstacks; socks5: the sender connects through a SOCKS5 proxy on loopback; userns: sender and receiver in two user namespaces with kernel TUNs, as `userspace -- CMD`"},
 		},
 		Action: func(ctx context.Context, c *cli.Command) error {
 			dir := c.String("direction")
 			if dir != "forward" && dir != "reverse" {
 				return fmt.Errorf("bench: --direction must be forward or reverse, not %q", dir)
 			}
-			return runBench(ctx, benchConfig{
+			cfg := benchConfig{
 				duration: c.Duration("duration"),
 				streams:  int(c.Int("streams")),
 				reverse:  dir == "reverse",
@@ -47,7 +48,18 @@ func benchCommand() *cli.Command {
 				json:     c.Bool("json"),
 				out:      c.Root().Writer,
 				log:      c.Root().ErrWriter,
-			})
+				mode:     c.String("mode"),
+			}
+			switch cfg.mode {
+			case "netstack", "socks5":
+				return runBench(ctx, cfg)
+			case "userns":
+				if cfg.reverse {
+					return fmt.Errorf("bench: --mode userns measures one direction only")
+				}
+				return runBenchUserns(ctx, cfg)
+			}
+			return fmt.Errorf("bench: --mode must be netstack, socks5 or userns, not %q", cfg.mode)
 		},
 	}
 }
@@ -59,6 +71,7 @@ type benchConfig struct {
 	mtu      int
 	json     bool      // the result as JSON instead of a table
 	out, log io.Writer // result; progress and notes
+	mode     string    // netstack, socks5 or userns
 }
 
 type benchNode struct {
@@ -147,9 +160,16 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 	// together into one line, so there each update is a line of its own.
 	live := isTerminal(cfg.log)
 	dialTo := netip.AddrPortFrom(sink.addr, 5201)
-	res, err := bench.TCP(ctx, ln, func(ctx context.Context) (net.Conn, error) {
-		return sender.ns.DialTCPAddrPort(ctx, dialTo)
-	}, bench.Options{
+	dial := func(ctx context.Context) (net.Conn, error) { return sender.ns.DialTCPAddrPort(ctx, dialTo) }
+	if cfg.mode == "socks5" {
+		server, err := startBenchSOCKS5(ctx, sender)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		fmt.Fprintf(cfg.log, "fips-go bench: the sender connects through SOCKS5 on %s\n", server)
+		dial = func(ctx context.Context) (net.Conn, error) { return socks5Dial(ctx, server, dialTo) }
+	}
+	res, err := bench.TCP(ctx, ln, dial, bench.Options{
 		Duration: cfg.duration,
 		Streams:  cfg.streams,
 		Progress: func(el time.Duration, n uint64) {

@@ -1,9 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -11,33 +11,52 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/internal/dnsfollow"
 	"github.com/fips-go/fips-go/ipc"
+	"github.com/fips-go/fips-go/proxy"
 	"github.com/fips-go/fips-go/tun/netstack"
 	"github.com/urfave/cli/v3"
 )
 
-// The rootless mode: the tunnel's far side is reached through a userspace
-// TCP/IP stack instead of a kernel TUN, and local TCP ports are forwarded
-// into it. No root, no capabilities, no /dev/net/tun.
+// The rootless modes: a command in a network namespace of its own
+// (cli_userns.go), or the tunnel's far side reached through a userspace
+// TCP/IP stack with proxies, port forwards and ping (cli_netstack.go). No
+// root, no capabilities.
 
 func userspaceCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "userspace",
-		Usage: "run a tunnel without root: a userspace TCP/IP stack, with local ports forwarded into the tunnel",
-		Description: "Example: reach 10.0.0.1:80 inside the tunnel at 127.0.0.1:8080 on this machine:\n" +
-			"  fips-go userspace --config wg0.conf --address 10.0.0.2/24 --forward 127.0.0.1:8080=10.0.0.1:80\n" +
-			"The config file is wg(8)'s format ([Interface] PrivateKey, ListenPort; [Peer] ...).\n" +
+		Name:      "userspace",
+		Usage:     "run a tunnel without root: a command in its own network namespace, or a userspace TCP/IP stack with proxies and port forwards",
+		ArgsUsage: "[-- CMD [ARGS...]]",
+		Description: "Example: run curl through the tunnel, in a user and network namespace of its own:\n" +
+			"  fips-go userspace -c wg0.conf -- curl http://10.0.0.1/\n" +
+			"Example: a SOCKS5 proxy and an HTTP proxy into the tunnel (names resolved with the config's DNS):\n" +
+			"  fips-go userspace -c wg0.conf --socks5 1080 --http 8080\n" +
+			"Example: reach 10.0.0.1:80 inside the tunnel at 127.0.0.1:8080 on this machine:\n" +
+			"  fips-go userspace -c wg0.conf -L 127.0.0.1:8080=10.0.0.1:80\n" +
+			"Listeners bind to loopback unless an address is named.\n" +
+			"The config file is wg-quick(8)'s format: [Interface] PrivateKey, Address, DNS, MTU, ListenPort; [Peer] ...\n" +
 			"A UAPI socket is served in --socket-dir, so `WG_SOCKET_DIR=DIR fips-go show NAME` works.",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Required: true, Usage: "wg config file"},
-			&cli.StringSliceFlag{Name: "address", Aliases: []string{"a"}, Required: true, Usage: "this side's tunnel address, e.g. 10.0.0.2/24 (repeatable)"},
-			&cli.StringSliceFlag{Name: "forward", Aliases: []string{"L"}, Usage: "LOCAL=REMOTE: accept TCP on LOCAL (host:port) and connect to REMOTE inside the tunnel (repeatable)"},
-			&cli.IntFlag{Name: "mtu", Value: 1420, Usage: "tunnel MTU"},
+			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Required: true, Usage: "wg-quick config file ([Interface] Address, DNS, MTU, ListenPort are used; flags override them)"},
+			&cli.StringSliceFlag{Name: "address", Aliases: []string{"a"}, Usage: "this side's tunnel address, e.g. 10.0.0.2/24 (repeatable; default: the file's Address)"},
+			&cli.StringSliceFlag{Name: "dns", Usage: "name server inside the tunnel (repeatable; default: the file's DNS)"},
+			&cli.StringSliceFlag{Name: "forward", Aliases: []string{"L"}, Usage: "[tcp:|udp:][LOCAL=]REMOTE: accept on LOCAL ([host:]port) and connect to REMOTE (ip:port) inside the tunnel (repeatable)"},
+			&cli.StringSliceFlag{Name: "reverse", Aliases: []string{"R"}, Usage: "REMOTE_PORT=LOCAL: accept TCP inside the tunnel on REMOTE_PORT and connect to LOCAL ([host:]port) here (repeatable)"},
+			&cli.StringFlag{Name: "socks5", Usage: "serve a SOCKS5 proxy (CONNECT, UDP ASSOCIATE) on [host:]port"},
+			&cli.StringFlag{Name: "socks5-auth", Usage: "USER:PASS the SOCKS5 proxy requires (RFC 1929)"},
+			&cli.StringFlag{Name: "http", Usage: "serve an HTTP proxy (CONNECT and http:// requests) on [host:]port"},
+			&cli.StringFlag{Name: "ping", Usage: "ping ADDR through the tunnel, print the replies and exit"},
+			&cli.IntFlag{Name: "count", Value: 4, Usage: "echo requests --ping sends"},
+			&cli.IntFlag{Name: "max-conns", Value: proxy.DefaultMaxConns, Usage: "connections (and UDP flows) open at once, per proxy or forward"},
+			&cli.DurationFlag{Name: "idle-timeout", Value: proxy.DefaultIdleTimeout, Usage: "close proxied connections and UDP flows idle this long"},
+			&cli.IntFlag{Name: "mtu", Usage: "tunnel MTU (default: the file's MTU, else 1420)"},
+			&cli.IntFlag{Name: "listen-port", Value: -1, Usage: "UDP port (default: the file's ListenPort, else any)"},
 			&cli.StringFlag{Name: "name", Value: "fipsgo0", Usage: "interface name for the UAPI socket"},
 			&cli.StringFlag{Name: "socket-dir", Usage: "where to put the UAPI socket (default $XDG_RUNTIME_DIR/fips-go or /tmp/fips-go-UID; \"none\" for no socket)"},
 		}, metricsFlags()...),
@@ -48,6 +67,12 @@ func userspaceCommand() *cli.Command {
 			}
 			if r, ok := ctx.Value(readyKey{}).(func([]net.Addr)); ok {
 				opts.ready = r
+			}
+			if c.Args().Len() > 0 {
+				if opts.netstackMode() {
+					return fmt.Errorf("userspace: --socks5, --http, -L, -R and --ping are netstack modes; they do not combine with -- CMD")
+				}
+				return runUserspaceCmd(opts, c.Args().Slice())
 			}
 			ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
@@ -60,52 +85,58 @@ func userspaceCommand() *cli.Command {
 // they listen (tests use it to learn a port-0 address).
 type readyKey struct{}
 
-type forward struct {
-	local  string
-	remote netip.AddrPort
-}
-
 type userspaceOptions struct {
-	cfg       *device.Config
-	names     map[noise.PublicKey]string // peers whose Endpoint is a host name
-	addrs     []netip.Addr
-	forwards  []forward
-	mtu       int
-	name      string
-	socketDir string // "" for none
-	logf      func(string, ...any)
-	metrics   metricsConfig
-	ready     func(locals []net.Addr) // called once listening (tests)
+	cfg        *device.Config
+	names      map[noise.PublicKey]string // peers whose Endpoint is a host name
+	metrics    metricsConfig
+	reverses   []reverse
+	socks5     string // listen address, "" for none
+	socks5Auth string // USER:PASS, "" for none
+	httpProxy  string
+	ping       netip.Addr
+	count      int
+	maxConns   int
+	idle       time.Duration
+	notef      func(string, ...any) // what the user should see (listeners, ping replies)
+	prefixes   []netip.Prefix       // the tunnel addresses with their subnets
+	addrs      []netip.Addr
+	dns        []netip.Addr
+	dnsSearch  []string
+	forwards   []forward
+	mtu        int
+	name       string
+	nameSet    bool   // --name given: never pick another
+	socketDir  string // "" for none
+	logf       func(string, ...any)
+	ready      func(locals []net.Addr) // called once listening (tests)
 }
 
 func userspaceOptionsFrom(c *cli.Command) (userspaceOptions, error) {
-	o := userspaceOptions{mtu: int(c.Int("mtu")), name: c.String("name"), metrics: metricsConfigFrom(c)}
+	o := userspaceOptions{name: c.String("name"), nameSet: c.IsSet("name"), metrics: metricsConfigFrom(c)}
+	o.logf, _ = loggers("fips-go(userspace): ")
+	o.notef = func(format string, args ...any) {
+		if os.Getenv(envLogLevel) != "silent" {
+			fmt.Fprintf(os.Stderr, "fips-go: "+format+"\n", args...)
+		}
+	}
 	f, err := os.Open(c.String("config"))
 	if err != nil {
 		return o, err
 	}
 	defer f.Close()
-	if o.cfg, o.names, err = ipc.ParseConfigFileNames(f, c.String("config"), resolveHost); err != nil {
+	q, err := ipc.ParseQuickConfigFile(f, c.String("config"), resolveHost)
+	if err != nil {
 		return o, err
 	}
-	for _, s := range c.StringSlice("address") {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			a, aerr := netip.ParseAddr(s)
-			if aerr != nil {
-				return o, fmt.Errorf("--address %q: want an address like 10.0.0.2/24", s)
-			}
-			p = netip.PrefixFrom(a, a.BitLen())
-		}
-		o.addrs = append(o.addrs, p.Addr())
+	if len(q.Ignored) > 0 {
+		o.logf("%s: ignoring %s (wg-quick hooks and routing tables need root)", c.String("config"), strings.Join(q.Ignored, ", "))
 	}
-	for _, s := range c.StringSlice("forward") {
-		local, remote, ok := strings.Cut(s, "=")
-		ap, err := netip.ParseAddrPort(remote)
-		if !ok || err != nil {
-			return o, fmt.Errorf("--forward %q: want LOCAL=REMOTE, e.g. 127.0.0.1:8080=10.0.0.1:80", s)
-		}
-		o.forwards = append(o.forwards, forward{local: local, remote: ap})
+	o.cfg, o.names = q.Config, q.Names
+	if err := o.applyFile(q, c); err != nil {
+		return o, err
+	}
+	if err := o.netstackFlags(c); err != nil {
+		return o, err
 	}
 	o.socketDir = c.String("socket-dir")
 	switch o.socketDir {
@@ -118,11 +149,107 @@ func userspaceOptionsFrom(c *cli.Command) (userspaceOptions, error) {
 			o.socketDir = fmt.Sprintf("%s/fips-go-%d", os.TempDir(), os.Getuid())
 		}
 	}
-	o.logf, _ = loggers("fips-go(userspace): ")
 	return o, nil
 }
 
-// runUserspace runs the device until ctx ends.
+// applyFile takes addresses, DNS, MTU and listen port from the wg-quick
+// file q unless a flag names them.
+func (o *userspaceOptions) applyFile(q *ipc.QuickConfig, c *cli.Command) error {
+	o.prefixes = q.Addresses
+	if s := c.StringSlice("address"); len(s) > 0 {
+		o.prefixes = nil
+		for _, v := range s {
+			p, err := netip.ParsePrefix(v)
+			if err != nil {
+				a, aerr := netip.ParseAddr(v)
+				if aerr != nil {
+					return fmt.Errorf("--address %q: want an address like 10.0.0.2/24", v)
+				}
+				p = netip.PrefixFrom(a, a.BitLen())
+			}
+			o.prefixes = append(o.prefixes, p)
+		}
+	}
+	if len(o.prefixes) == 0 {
+		return fmt.Errorf("%s has no Address in [Interface]; add one (e.g. Address = 10.0.0.2/24) or pass --address", c.String("config"))
+	}
+	for _, p := range o.prefixes {
+		o.addrs = append(o.addrs, p.Addr())
+	}
+	o.dns = q.DNS
+	o.dnsSearch = q.DNSSearch
+	if s := c.StringSlice("dns"); len(s) > 0 {
+		o.dns = nil
+		for _, v := range s {
+			a, err := netip.ParseAddr(v)
+			if err != nil {
+				return fmt.Errorf("--dns %q: want an IP address", v)
+			}
+			o.dns = append(o.dns, a.Unmap())
+		}
+	}
+	o.mtu = cmp.Or(int(c.Int("mtu")), q.MTU, netstack.DefaultMTU)
+	if p := c.Int("listen-port"); p >= 0 {
+		if p > 65535 {
+			return fmt.Errorf("--listen-port %d: want 0 to 65535", p)
+		}
+		port := uint16(p)
+		o.cfg.ListenPort = &port
+	}
+	return nil
+}
+
+// netstackMode reports whether a netstack mode was asked for.
+func (o *userspaceOptions) netstackMode() bool {
+	return len(o.forwards)+len(o.reverses) > 0 || o.socks5 != "" || o.httpProxy != "" || o.ping.IsValid()
+}
+
+// netstackFlags reads the flags of the netstack modes.
+func (o *userspaceOptions) netstackFlags(c *cli.Command) error {
+	for _, s := range c.StringSlice("forward") {
+		f, err := parseForward(s)
+		if err != nil {
+			return err
+		}
+		o.forwards = append(o.forwards, f)
+	}
+	for _, s := range c.StringSlice("reverse") {
+		r, err := parseReverse(s)
+		if err != nil {
+			return err
+		}
+		o.reverses = append(o.reverses, r)
+	}
+	if s := c.String("socks5"); s != "" {
+		o.socks5 = proxy.LoopbackDefault(s)
+	}
+	if s := c.String("http"); s != "" {
+		o.httpProxy = proxy.LoopbackDefault(s)
+	}
+	o.socks5Auth = c.String("socks5-auth")
+	if o.socks5Auth != "" {
+		u, p, ok := strings.Cut(o.socks5Auth, ":")
+		if !ok || u == "" || len(u) > 255 || len(p) > 255 {
+			return fmt.Errorf("--socks5-auth: want USER:PASS, each at most 255 bytes")
+		}
+	}
+	if s := c.String("ping"); s != "" {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return fmt.Errorf("--ping %q: want an IP address", s)
+		}
+		o.ping = a.Unmap()
+	}
+	o.count = int(c.Int("count"))
+	o.maxConns = int(c.Int("max-conns"))
+	o.idle = c.Duration("idle-timeout")
+	if o.maxConns < 1 || o.idle <= 0 || o.count < 1 {
+		return fmt.Errorf("--max-conns, --idle-timeout and --count must be positive")
+	}
+	return nil
+}
+
+// runUserspace runs the netstack modes until ctx ends.
 func runUserspace(ctx context.Context, o userspaceOptions) error {
 	ns, err := netstack.New(netstack.Options{Addresses: o.addrs, MTU: o.mtu, Name: o.name})
 	if err != nil {
@@ -141,6 +268,9 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 	if err := dev.Apply(o.cfg); err != nil {
 		return err
 	}
+	if o.ping.IsValid() {
+		return pingThrough(ctx, ns, o)
+	}
 	stopMetrics, err := startMetrics(o.metrics, o.name, dev, o.logf)
 	if err != nil {
 		return err
@@ -154,33 +284,24 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 	}
 	stopFollow := followNames(dev, names, o.logf)
 	defer stopFollow()
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	if o.socketDir != "" {
-		if err := privateSocketDir(o.socketDir, os.Getuid()); err != nil {
-			return err
-		}
-		l, err := ipc.Listen(o.socketDir, o.name)
+		l, err := listenUAPI(o, namedDevice{dev, names})
 		if err != nil {
 			return err
 		}
 		defer l.Close()
-		go l.Serve(namedDevice{dev, names}, ipc.ServeOptions{Logf: o.logf})
 	}
-	var locals []net.Addr
-	for _, f := range o.forwards {
-		ln, err := net.Listen("tcp", f.local)
-		if err != nil {
-			return fmt.Errorf("--forward %s: %w", f.local, err)
-		}
-		defer ln.Close()
-		locals = append(locals, ln.Addr())
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			serveForward(ctx, ln, ns, f.remote, o.logf)
-		}()
+	// Deferred in this order so that on return the listeners close, then
+	// the services are told to stop, then they are waited for.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	locals, closeAll, err := netstackServices(ctx, &wg, ns, o)
+	if err != nil {
+		return err
 	}
+	defer closeAll()
 	if o.ready != nil {
 		o.ready(locals)
 	}
@@ -192,46 +313,36 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 	return nil
 }
 
-// serveForward accepts local connections and splices each to a connection
-// to remote inside the tunnel.
-func serveForward(ctx context.Context, ln net.Listener, ns *netstack.Net, remote netip.AddrPort, logf func(string, ...any)) {
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-	}()
-	for {
-		c, err := ln.Accept()
+// pingThrough pings o.ping through the stack, one request a second, and
+// fails when no reply came.
+func pingThrough(ctx context.Context, ns *netstack.Net, o userspaceOptions) error {
+	payload := make([]byte, 56)
+	got := 0
+	for seq := 1; seq <= o.count; seq++ {
+		start := time.Now()
+		// The first request also waits for the handshake.
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rtt, err := ns.Ping(pctx, o.ping, uint16(seq), payload)
+		cancel()
+		if ctx.Err() != nil {
+			break
+		}
 		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			r, err := ns.DialTCPAddrPort(ctx, remote)
-			if err != nil {
-				logf("forward to %v: %v", remote, err)
-				return
-			}
-			defer r.Close()
-			splice(c, r)
-		}()
-	}
-}
-
-// splice copies both ways until both directions are done, passing each
-// side's end of stream on as a half-close.
-func splice(a, b net.Conn) {
-	done := make(chan struct{}, 2)
-	cp := func(dst, src net.Conn) {
-		io.Copy(dst, src)
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
+			o.notef("no reply from %v, seq %d", o.ping, seq)
 		} else {
-			dst.Close()
+			got++
+			o.notef("%d bytes from %v: seq=%d time=%.3f ms", len(payload)+8, o.ping, seq, float64(rtt.Microseconds())/1000)
 		}
-		done <- struct{}{}
+		if seq < o.count {
+			select {
+			case <-time.After(time.Second - time.Since(start)):
+			case <-ctx.Done():
+			}
+		}
 	}
-	go cp(a, b)
-	go cp(b, a)
-	<-done
-	<-done
+	o.notef("%v: %d sent, %d received", o.ping, o.count, got)
+	if got == 0 {
+		return fmt.Errorf("no reply from %v", o.ping)
+	}
+	return nil
 }

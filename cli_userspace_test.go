@@ -49,7 +49,7 @@ func TestUserspaceForward(t *testing.T) {
 	nearPub := near.key.PublicKey()
 	farPub := far.key.PublicKey()
 	conf := filepath.Join(t.TempDir(), "wg0.conf")
-	text := fmt.Sprintf("[Interface]\nPrivateKey = %s\n\n[Peer]\nPublicKey = %s\nEndpoint = 127.0.0.1:%d\nAllowedIPs = 10.0.0.1/32\n",
+	text := fmt.Sprintf("[Interface]\nPrivateKey = %s\nAddress = 10.0.0.2/24\nMTU = 1400\n\n[Peer]\nPublicKey = %s\nEndpoint = 127.0.0.1:%d\nAllowedIPs = 10.0.0.1/32\n",
 		near.key.Base64(), farPub.String(), far.dev.Status().ListenPort)
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestUserspaceForward(t *testing.T) {
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- runUserspaceArgs(ctx, app, []string{"fips-go", "userspace", "--config", conf, "--address", "10.0.0.2/24",
+		done <- runUserspaceArgs(ctx, app, []string{"fips-go", "userspace", "--config", conf,
 			"--forward", "127.0.0.1:0=10.0.0.1:7", "--socket-dir", "none", "--metrics", metricsAddr}, func(a []net.Addr) { ready <- a[0] })
 	}()
 	var local net.Addr
@@ -126,4 +126,34 @@ func TestUserspaceForward(t *testing.T) {
 // runUserspaceArgs runs the CLI with args and a readiness callback.
 func runUserspaceArgs(ctx context.Context, app *cli.Command, args []string, ready func([]net.Addr)) error {
 	return app.Run(context.WithValue(ctx, readyKey{}, ready), args)
+}
+
+// A wg-quick file without Address cannot run, and the error says what to add.
+func TestUserspaceNeedsAddress(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "wg0.conf")
+	if err := os.WriteFile(conf, []byte("[Interface]\nPrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := runUserspaceArgs(context.Background(), newApp(), []string{"fips-go", "userspace", "-c", conf, "--socket-dir", "none"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "no Address") {
+		t.Fatalf("got %v, want an error about the missing Address", err)
+	}
+}
+
+func TestUserspaceCmdRefusesNetstackFlags(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "wg0.conf")
+	if err := os.WriteFile(conf, []byte("[Interface]\nPrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=\nAddress = 10.0.0.2/24\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := runUserspaceArgs(context.Background(), newApp(), []string{"fips-go", "userspace", "-c", conf, "--socks5", "1080", "--", "true"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "do not combine") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestLoopbackResolvers(t *testing.T) {
+	got := loopbackResolvers("# comment\nnameserver 127.0.0.53\nnameserver 10.0.0.1\nnameserver ::1\noptions edns0\n")
+	if strings.Join(got, ",") != "127.0.0.53,::1" {
+		t.Fatalf("got %v", got)
+	}
 }

@@ -5,12 +5,22 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+
+	"github.com/fips-go/fips-go/internal/userns"
 )
 
 func main() {
+	if os.Getenv(userns.ChildEnv) != "" {
+		userns.ChildMain() // the namespace side of `userspace -- CMD`
+	}
 	if err := newApp().Run(context.Background(), os.Args); err != nil {
+		var es exitStatus
+		if errors.As(err, &es) {
+			os.Exit(int(es))
+		}
 		fmt.Fprintln(os.Stderr, "fips-go:", err)
 		os.Exit(1)
 	}

@@ -64,3 +64,17 @@ func checkMTU(mtu int) error {
 	}
 	return nil
 }
+
+// CreateDetached wraps the open TUN file descriptor fd of an interface that
+// lives in a network namespace this process cannot enter (one owned by a
+// child user namespace, as in `fips-go userspace -- CMD`). Nothing is asked
+// of the interface by name: the MTU is the mtu given, which whoever
+// configured the interface set, and Events reports EventUp once. The
+// device owns fd from then on, also on error.
+func CreateDetached(fd int, mtu int) (Device, error) {
+	if err := checkMTU(mtu); err != nil {
+		closeFD(fd)
+		return nil, err
+	}
+	return createDetached(fd, mtu)
+}

@@ -2,8 +2,18 @@
 
 package tun
 
-import "os"
+import (
+	"os"
+	"syscall"
+)
 
 func createKernel(name string, mtu int) (Device, error) { return nil, ErrUnsupported }
 
 func createKernelFromFile(f *os.File, mtu int) (Device, error) { return nil, ErrUnsupported }
+
+func createDetached(fd int, mtu int) (Device, error) {
+	closeFD(fd)
+	return nil, ErrUnsupported
+}
+
+func closeFD(fd int) { syscall.Close(fd) }

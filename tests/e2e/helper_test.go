@@ -83,6 +83,10 @@ func helperMain(specJSON string) int {
 		res, err = udpSink(s, out)
 	case "udp-source":
 		res, err = udpSource(s, out)
+	case "services":
+		res, err = services(s, out)
+	case "echo-check":
+		res, err = echoCheck(s, out)
 	default:
 		err = fmt.Errorf("unknown mode %q", s.Mode)
 	}

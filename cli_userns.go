@@ -1,0 +1,186 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/internal/userns"
+	"github.com/fips-go/fips-go/ipc"
+	"github.com/fips-go/fips-go/tun"
+)
+
+// `fips-go userspace -c FILE -- CMD`: CMD runs in a new user and network
+// namespace whose network is a kernel TUN, served from here, where the UDP
+// socket stays.
+
+// exitStatus is the command's exit status, passed on as fips-go's own.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("command exited with status %d", int(e)) }
+
+// forwardedSignals are passed on to the command instead of stopping us:
+// the tunnel lives as long as the command does.
+var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH}
+
+// runUserspaceCmd runs args through the tunnel and returns exitStatus
+// when the command fails.
+func runUserspaceCmd(o userspaceOptions, args []string) error {
+	// Signals that arrive while the namespace is being set up are kept
+	// for the command instead of killing us half-way.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwardedSignals...)
+	defer signal.Stop(sigs)
+	if len(o.dns) == 0 {
+		if b, err := os.ReadFile("/etc/resolv.conf"); err == nil {
+			if lo := loopbackResolvers(string(b)); len(lo) > 0 {
+				o.notef("no DNS in the config, and /etc/resolv.conf names %s, a loopback the command's namespace does not share: names will not resolve there (set DNS in [Interface])", strings.Join(lo, ", "))
+			}
+		}
+	}
+	sess, err := userns.Start(userns.Options{
+		Name: o.name, MTU: o.mtu, Addresses: o.prefixes, Routes: allowedRoutes(o.cfg),
+		DNS: o.dns, DNSSearch: o.dnsSearch, Args: args,
+	})
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return err
+		}
+		return fmt.Errorf("%w\nThe netstack modes need no namespaces and no /dev/net/tun: --socks5 1080, --http 8080 or -L LOCAL=REMOTE", err)
+	}
+	dev, err := serveTUN(o, sess.TUN)
+	if err != nil {
+		sess.Abort()
+		return err
+	}
+	defer dev.Close()
+	if o.socketDir != "" {
+		l, err := listenUAPI(o, dev)
+		if err != nil {
+			sess.Abort()
+			return err
+		}
+		defer l.Close()
+	}
+	if err := sess.Go(); err != nil {
+		sess.Abort()
+		return fmt.Errorf("userns: start the command: %w", err)
+	}
+	done := make(chan int, 1)
+	go func() { done <- sess.Wait() }()
+	devDone := dev.Done()
+	for {
+		select {
+		case s := <-sigs:
+			sess.Signal(s)
+		case <-devDone:
+			o.logf("tunnel stopped: %v; ending the command", dev.Err())
+			sess.Signal(syscall.SIGTERM)
+			devDone = nil
+		case code := <-done:
+			if code != 0 {
+				return exitStatus(code)
+			}
+			return nil
+		}
+	}
+}
+
+// serveTUN runs a device on the namespace's TUN with its bind here.
+func serveTUN(o userspaceOptions, fd int) (*device.Device, error) {
+	t, err := tun.CreateDetached(fd, o.mtu)
+	if err != nil {
+		return nil, err
+	}
+	var port uint16
+	if o.cfg.ListenPort != nil {
+		port = *o.cfg.ListenPort
+	}
+	dopts := kernelTUNOptions(o.logf)
+	dopts.ListenPort = port
+	dev, err := device.New(t, conn.NewDefault(bindOptions(o.logf)), dopts)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	if err := dev.Apply(o.cfg); err != nil {
+		dev.Close()
+		return nil, err
+	}
+	return dev, nil
+}
+
+// listenUAPI serves the UAPI socket for dev. When the name was not
+// chosen with --name and another session holds it, the next free one of
+// fipsgo1 to fipsgo15 is taken, so parallel sessions just work.
+func listenUAPI(o userspaceOptions, h ipc.Handler) (*ipc.Listener, error) {
+	if err := privateSocketDir(o.socketDir, os.Getuid()); err != nil {
+		return nil, err
+	}
+	name := o.name
+	l, err := ipc.Listen(o.socketDir, name)
+	for i := 1; errors.Is(err, ipc.ErrInUse) && !o.nameSet && i < 16; i++ {
+		name = fmt.Sprintf("fipsgo%d", i)
+		l, err = ipc.Listen(o.socketDir, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if name != o.name {
+		o.logf("UAPI socket %s is in use; serving %s/%s.sock", o.name, o.socketDir, name)
+	}
+	go l.Serve(h, ipc.ServeOptions{Logf: o.logf})
+	return l, nil
+}
+
+// kernelTUNOptions are the daemon's device options for a kernel TUN,
+// whose writes coalesce into lent buffers (GRO).
+func kernelTUNOptions(logf func(string, ...any)) device.Options {
+	return device.Options{
+		Logf:       logf,
+		GROBuffers: envInt("FIPS_GO_TUN_GRO_BUFFERS", 16),
+		PeerQueue:  envInt("FIPS_GO_PEER_QUEUE", 0),
+	}
+}
+
+// loopbackResolvers lists the name servers of a resolv.conf that are
+// loopback addresses (a local resolver such as systemd-resolved's
+// 127.0.0.53).
+func loopbackResolvers(conf string) []string {
+	var out []string
+	for line := range strings.Lines(conf) {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "nameserver" {
+			if a, err := netip.ParseAddr(f[1]); err == nil && a.Unmap().IsLoopback() {
+				out = append(out, f[1])
+			}
+		}
+	}
+	return out
+}
+
+// allowedRoutes are the peers' allowed IPs, each once.
+func allowedRoutes(cfg *device.Config) []netip.Prefix {
+	seen := map[netip.Prefix]bool{}
+	var out []netip.Prefix
+	for _, p := range cfg.Peers {
+		for _, c := range p.AllowedIPs {
+			if c.Remove {
+				continue
+			}
+			a := c.Prefix.Masked()
+			if !seen[a] {
+				seen[a] = true
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
