@@ -33,7 +33,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "direction", Value: "forward", Usage: "forward: the initiator sends; reverse: the responder sends"},
 			&cli.IntFlag{Name: "mtu", Value: 1420, Usage: "tunnel MTU"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as one JSON object (for scripts and CI)"},
-			&cli.StringFlag{Name: "mode", Value: "netstack", Usage: "netstack: TCP in both netstacks; socks5: the sender connects through a SOCKS5 proxy on loopback; userns: sender and receiver in two user namespaces with kernel TUNs, as `userspace -- CMD`"},
+			&cli.StringFlag{Name: "mode", Value: "netstack", Usage: "netstack: TCP in both netstacks; socks5: the sender connects through a SOCKS5 proxy on loopback; userns: sender and receiver in two user namespaces with kernel TUNs, as userspace -- CMD does"},
 		},
 		Action: func(ctx context.Context, c *cli.Command) error {
 			dir := c.String("direction")

@@ -259,7 +259,8 @@ func runBenchUserns(ctx context.Context, cfg benchConfig) error {
 	if !lines.Scan() || lines.Text() != "ready" {
 		return fmt.Errorf("bench: the receiver did not start")
 	}
-	fmt.Fprintf(os.Stderr, "fips-go bench --mode userns: %d stream(s), %v, MTU %d, kernel TCP in two user namespaces\n", cfg.streams, cfg.duration, cfg.mtu)
+	fmt.Fprintf(cfg.log, "fips-go bench --mode userns: %d stream(s), %v, MTU %d, kernel TCP in two user namespaces\n", cfg.streams, cfg.duration, cfg.mtu)
+	live := isTerminal(cfg.log)
 	cpu0 := cpuAll()
 	if err := src.sess.Go(); err != nil {
 		return err
@@ -273,17 +274,21 @@ func runBenchUserns(ctx context.Context, cfg benchConfig) error {
 		bytes, _ = strconv.ParseInt(f[1], 10, 64)
 		nanos, _ = strconv.ParseInt(f[2], 10, 64)
 		if f[0] == "progress" {
-			el := time.Duration(nanos)
-			fmt.Fprintf(os.Stderr, "\r  %5.1fs  %8.1f MiB  %6.2f Gbit/s ", el.Seconds(), float64(bytes)/(1<<20), float64(bytes)*8/el.Seconds()/1e9)
+			io.WriteString(cfg.log, progressLine(time.Duration(nanos), uint64(bytes), live))
 		}
 	}
-	fmt.Fprintln(os.Stderr)
+	if live {
+		fmt.Fprintln(cfg.log)
+	}
 	srcCode, sinkCode := src.sess.Wait(), sink.sess.Wait()
 	if srcCode != 0 || sinkCode != 0 || nanos <= 0 {
 		return fmt.Errorf("bench: sender exited %d, receiver %d", srcCode, sinkCode)
 	}
 	res := bench.Result{Bytes: uint64(bytes), Elapsed: time.Duration(nanos), CPU: cpuAll() - cpu0}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	if cfg.json {
+		return writeBenchJSON(cfg.out, cfg, res, 0)
+	}
+	tw := tabwriter.NewWriter(cfg.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "metric\tvalue\n")
 	fmt.Fprintf(tw, "throughput\t%.2f Gbit/s\n", res.Gbps())
 	fmt.Fprintf(tw, "transferred\t%.1f MiB in %.1fs\n", float64(res.Bytes)/(1<<20), res.Elapsed.Seconds())

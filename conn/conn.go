@@ -92,6 +92,8 @@ type Stats struct {
 	// plus the wait for a reader. Empty where the kernel gives no receive
 	// timestamps.
 	RxSojourn hist.Snapshot
+	// RxSojournNanos is the total of those waits, in nanoseconds.
+	RxSojournNanos uint64
 }
 
 // StatsBind is implemented by binds that keep Stats.

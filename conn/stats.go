@@ -37,5 +37,6 @@ func (c *counters) snapshot() Stats {
 		TxPackets:      c.txPackets.Load(),
 		TxMessages:     c.txMessages.Load(),
 		RxSojourn:      c.rxSojourn.Snapshot(),
+		RxSojournNanos: c.rxSojourn.SumNanos(),
 	}
 }

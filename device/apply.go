@@ -307,10 +307,10 @@ func (d *Device) counterSnapshot() []Counter {
 			Counter{"bind_send_errors", s.SendErrors},
 			Counter{"bind_sticky_fallbacks", s.StickyFallback},
 		)
-		out = appendSojourn(out, "rx_socket", s.RxSojourn)
+		out = appendSojourn(out, "rx_socket", s.RxSojourn, s.RxSojournNanos)
 	}
 	for s := range numStages {
-		out = appendSojourn(out, stageNames[s], d.sojourn[s].Snapshot())
+		out = appendSojourn(out, stageNames[s], d.sojourn[s].Snapshot(), d.sojourn[s].SumNanos())
 	}
 	return out
 }

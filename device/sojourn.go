@@ -35,12 +35,13 @@ func (d *Device) observe(s stage, b *batch, n int, now time.Time) {
 
 // appendSojourn appends a histogram as cumulative counters named
 // sojourn_NAME_us_le_BOUND, as a Prometheus histogram's buckets are: each
-// counts the packets that waited at most BOUND microseconds ("inf": all).
-func appendSojourn(out []Counter, name string, s hist.Snapshot) []Counter {
+// counts the packets that waited at most BOUND microseconds ("inf": all);
+// then sojourn_NAME_sum_ns, the total wait.
+func appendSojourn(out []Counter, name string, s hist.Snapshot, sumNanos uint64) []Counter {
 	var cum uint64
 	for i, v := range s {
 		cum += v
 		out = append(out, Counter{Name: "sojourn_" + name + "_us_le_" + hist.Label(i), Value: cum})
 	}
-	return out
+	return append(out, Counter{Name: "sojourn_" + name + "_sum_ns", Value: sumNanos})
 }

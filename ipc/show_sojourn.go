@@ -20,6 +20,9 @@ func sojournStages(cs []device.Counter) (names []string, snaps map[string]*hist.
 	snaps = map[string]*hist.Snapshot{}
 	prev := map[string]uint64{}
 	for _, c := range cs {
+		if strings.HasPrefix(c.Name, sojournPrefix) && strings.HasSuffix(c.Name, "_sum_ns") {
+			continue // the summary here has no use for the total
+		}
 		stage, bound, ok := strings.Cut(strings.TrimPrefix(c.Name, sojournPrefix), "_us_le_")
 		if !strings.HasPrefix(c.Name, sojournPrefix) || !ok {
 			rest = append(rest, c)

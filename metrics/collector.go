@@ -68,7 +68,8 @@ func NewCollector(src Source, opts Options) *Collector {
 func (c *Collector) WritePrometheus(w io.Writer) {
 	st := c.src.Stats(c.opts.MaxPeers)
 	e := exposition{set: vm.NewSet(), seen: map[string]bool{}, iface: escapeLabel(c.opts.Interface)}
-	for _, ctr := range st.Counters {
+	stages, sojourns, counters := splitSojourn(st.Counters)
+	for _, ctr := range counters {
 		family, labels := counterFamily(ctr.Name)
 		e.counter(family, ctr.Value, labels...)
 	}
@@ -92,6 +93,7 @@ func (c *Collector) WritePrometheus(w io.Writer) {
 		}
 	}
 	e.set.WritePrometheus(w)
+	writeSojourn(w, e.iface, stages, sojourns)
 }
 
 // exposition is one scrape's set of series.

@@ -207,6 +207,31 @@ func TestScrapeParsesAndCountersMoveWithTraffic(t *testing.T) {
 	if v := value(after, "fipsgo_peer_last_handshake_age_seconds", "peer", peerB); v < 0 || v > 10 {
 		t.Errorf("handshake age = %v, want a few seconds at most", v)
 	}
+	// The sojourn times are one histogram, by stage; the packets sent
+	// once the session was up crossed the sender's pipeline (those staged
+	// for the handshake are not timed).
+	f := after["fipsgo_sojourn_seconds"]
+	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
+		t.Fatalf("fipsgo_sojourn_seconds missing or not a histogram: %v", f)
+	}
+	found := false
+	for _, m := range f.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "stage" && l.GetValue() == "tx_pipeline" {
+				found = true
+				h := m.GetHistogram()
+				if h.GetSampleCount() < 1 || len(h.GetBucket()) < 10 || h.GetSampleSum() <= 0 {
+					t.Errorf("tx_pipeline: %d samples, %d buckets, sum %v", h.GetSampleCount(), len(h.GetBucket()), h.GetSampleSum())
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("no tx_pipeline stage in fipsgo_sojourn_seconds")
+	}
+	if after["fipsgo_sojourn_tx_pipeline_us_le_1_total"] != nil {
+		t.Error("sojourn buckets also exported as plain counters")
+	}
 }
 
 // fakeSource is a device with n peers and the given counters.

@@ -17,7 +17,8 @@ const Buckets = 21
 
 // Hist counts durations by bucket. The zero value is ready to use.
 type Hist struct {
-	b [Buckets]atomic.Uint64
+	b   [Buckets]atomic.Uint64
+	sum atomic.Uint64 // nanoseconds, for a Prometheus histogram's _sum
 }
 
 // Index is the bucket a duration falls in.
@@ -30,10 +31,16 @@ func Index(d time.Duration) int {
 }
 
 // Observe counts one duration.
-func (h *Hist) Observe(d time.Duration) { h.b[Index(d)].Add(1) }
+func (h *Hist) Observe(d time.Duration) { h.ObserveN(d, 1) }
 
 // ObserveN counts n packets that all waited d.
-func (h *Hist) ObserveN(d time.Duration, n uint64) { h.b[Index(d)].Add(n) }
+func (h *Hist) ObserveN(d time.Duration, n uint64) {
+	h.b[Index(d)].Add(n)
+	h.sum.Add(uint64(max(d, 0)) * n)
+}
+
+// SumNanos is the total of every duration counted, in nanoseconds.
+func (h *Hist) SumNanos() uint64 { return h.sum.Load() }
 
 // Snapshot is a copy of a histogram's counts.
 type Snapshot [Buckets]uint64
