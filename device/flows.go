@@ -52,7 +52,7 @@ func flowBucket(pkt []byte) uint8 {
 	case 1, 58:
 		// ICMP echo: the identifier tells one ping session from another,
 		// as a port would (type and code first, then checksum, then it).
-		if l4 != nil && len(l4) >= 6 {
+		if len(l4) >= 6 {
 			n += copy(key[n:], l4[4:6])
 		}
 	}
