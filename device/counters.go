@@ -44,6 +44,8 @@ const (
 	cTxAQMMarks
 	cRxAQMDrops
 	cRxAQMMarks
+	cTxPackets
+	cRxPackets
 	numCounters
 )
 
@@ -85,6 +87,8 @@ var counterNames = [numCounters]string{
 	cTxAQMMarks:                   "tx_aqm_ecn_marks",
 	cRxAQMDrops:                   "rx_aqm_drops",
 	cRxAQMMarks:                   "rx_aqm_ecn_marks",
+	cTxPackets:                    "tx_packets",
+	cRxPackets:                    "rx_packets",
 }
 
 // counters is the device's set; each is cumulative and updated atomically.

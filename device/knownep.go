@@ -51,6 +51,9 @@ func (p *Peer) setEndpoint(ep conn.Endpoint) {
 	p.epMu.Lock()
 	defer p.epMu.Unlock()
 	old, had := p.ep.Dst, p.epKnown
+	if p.hasEp && p.ep.Dst != ep.Dst {
+		p.epChanges.Add(1)
+	}
 	p.ep, p.hasEp = ep, true
 	p.epKnown = p.d != nil && !p.removed.Load() && ep.Dst.IsValid()
 	if p.d != nil {

@@ -18,6 +18,27 @@ type PeerStats struct {
 	// LastInitiation is when this side last sent a handshake initiation
 	// (zero: never); one later than LastHandshake is still unanswered.
 	LastInitiation time.Time
+	// KeepalivesSent and EndpointChanges count since the peer was added.
+	KeepalivesSent, EndpointChanges uint64
+	// TxQueued is the outbound packets queued for the crypto workers or
+	// being sent.
+	TxQueued int
+}
+
+// QueueStats are the device's queues and pools as a scrape sees them.
+type QueueStats struct {
+	// Batches and SmallBatches are the pools' sizes, and the InUse
+	// fields how many of their batches are out (read, queued, sealing,
+	// sending) right now.
+	Batches, BatchesInUse           int
+	SmallBatches, SmallBatchesInUse int
+	// HandshakeQueue and HandshakePriority are the messages waiting in the
+	// anonymous and the priority handshake queue, of HandshakeQueueCap and
+	// HandshakePriorityCap.
+	HandshakeQueue, HandshakeQueueCap       int
+	HandshakePriority, HandshakePriorityCap int
+	// TxQueued sums the peers' TxQueued.
+	TxQueued int
 }
 
 // Stats is a scrape's read-only view of the device.
@@ -32,6 +53,8 @@ type Stats struct {
 	// PeerStats has one entry per peer, in no particular order, when
 	// Peers <= the maxPeers asked for; otherwise it is nil.
 	PeerStats []PeerStats
+	// Queues are the queue depths and pool use.
+	Queues QueueStats
 }
 
 // Stats reads the counters and, for at most maxPeers peers, their traffic.
@@ -44,7 +67,7 @@ func (d *Device) Stats(maxPeers int) Stats {
 		peers = append(peers, p)
 	}
 	d.peersMu.RUnlock()
-	st := Stats{Counters: d.counterSnapshot(), Peers: len(peers)}
+	st := Stats{Counters: d.counterSnapshot(), Peers: len(peers), Queues: d.queueStats()}
 	detail := len(peers) <= maxPeers
 	if detail {
 		st.PeerStats = make([]PeerStats, 0, len(peers))
@@ -53,10 +76,13 @@ func (d *Device) Stats(maxPeers int) Stats {
 		rx, tx := p.rxBytes.Load(), p.txBytes.Load()
 		st.RxBytes += rx
 		st.TxBytes += tx
+		queued := int(p.queued.Load())
+		st.Queues.TxQueued += queued
 		if !detail {
 			continue
 		}
-		ps := PeerStats{PublicKey: p.pub, RxBytes: rx, TxBytes: tx}
+		ps := PeerStats{PublicKey: p.pub, RxBytes: rx, TxBytes: tx, TxQueued: queued,
+			KeepalivesSent: p.keepalives.Load(), EndpointChanges: p.epChanges.Load()}
 		if ep, ok := p.endpoint(); ok {
 			ps.Endpoint = ep.Dst
 		}
@@ -66,4 +92,20 @@ func (d *Device) Stats(maxPeers int) Stats {
 		st.PeerStats = append(st.PeerStats, ps)
 	}
 	return st
+}
+
+// queueStats reads the pools' and handshake queues' fill levels; each is
+// one channel length, so the figures are a moment's and may not add up.
+func (d *Device) queueStats() QueueStats {
+	ps := d.pools.Load()
+	return QueueStats{
+		Batches:              cap(ps.full.free),
+		BatchesInUse:         cap(ps.full.free) - len(ps.full.free),
+		SmallBatches:         cap(ps.small.free),
+		SmallBatchesInUse:    cap(ps.small.free) - len(ps.small.free),
+		HandshakeQueue:       len(d.hsq.q),
+		HandshakeQueueCap:    cap(d.hsq.q),
+		HandshakePriority:    len(d.hsqPrio.q),
+		HandshakePriorityCap: cap(d.hsqPrio.q),
+	}
 }

@@ -72,10 +72,13 @@ type Peer struct {
 	flowq [flowBuckets]atomic.Int32
 	// queued is the sum of flowq: the outbound packets queued or being
 	// sent, which bounds how far a direct send may overtake.
-	queued  atomic.Int32
-	heapIdx int       // position in the timer wheel heap, guarded by wheel.mu; -1 when absent
-	wheelAt time.Time // guarded by wheel.mu
-	idle    idleMark  // touched only by the wheel's goroutine
+	queued atomic.Int32
+	// keepalives and epChanges count keepalives sent and endpoint moves,
+	// for the metrics endpoint.
+	keepalives, epChanges atomic.Uint64
+	heapIdx               int       // position in the timer wheel heap, guarded by wheel.mu; -1 when absent
+	wheelAt               time.Time // guarded by wheel.mu
+	idle                  idleMark  // touched only by the wheel's goroutine
 }
 
 func (d *Device) newPeer(pub noise.PublicKey) *Peer {

@@ -199,7 +199,9 @@ func (p *Peer) deliver(b *batch) {
 	if len(b.out) > 0 {
 		var lent [maxHeads][]byte
 		n := d.gro.lendHeads(b.out, &lent)
-		if _, err := d.tun.Write(b.out, tun.Headroom); err != nil && !d.stopping() {
+		if _, err := d.tun.Write(b.out, tun.Headroom); err == nil {
+			d.ctr.add(cRxPackets, uint64(len(b.out)))
+		} else if !d.stopping() {
 			// Counted, not logged per batch: the data path never logs
 			// per packet. The first one is logged so its cause is seen.
 			if d.ctr[cRxTUNWriteErrors].Add(1) == 1 {

@@ -288,6 +288,7 @@ func (p *Peer) sendKeepalive(now time.Time) {
 	b.sizes[0] = 0
 	b.n = 1
 	p.d.ctr.inc(cKeepalivesSent)
+	p.keepalives.Add(1)
 	p.sendBatch(b, now)
 }
 
@@ -362,6 +363,7 @@ func (p *Peer) flushSend(bs []*batch) {
 			d.ctr.add(cTxSendErrors, uint64(len(out)))
 		} else {
 			p.txBytes.Add(bytes)
+			d.ctr.add(cTxPackets, uint64(len(out)))
 		}
 		clear(out)
 		out, bytes = out[:0], 0
@@ -471,6 +473,7 @@ func (p *Peer) sendDirect(b *batch) {
 			d.ctr.add(cTxSendErrors, uint64(len(out)))
 		} else {
 			p.txBytes.Add(bytes)
+			d.ctr.add(cTxPackets, uint64(len(out)))
 		}
 	}
 	clear(out)

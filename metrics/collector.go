@@ -82,12 +82,25 @@ func (c *Collector) WritePrometheus(w io.Writer) {
 		omitted = st.Peers
 	}
 	e.gauge("fipsgo_peers_omitted", float64(omitted))
+	q := st.Queues
+	e.gauge("fipsgo_pool_batches", float64(q.Batches), "pool", "full")
+	e.gauge("fipsgo_pool_batches", float64(q.SmallBatches), "pool", "small")
+	e.gauge("fipsgo_pool_batches_in_use", float64(q.BatchesInUse), "pool", "full")
+	e.gauge("fipsgo_pool_batches_in_use", float64(q.SmallBatchesInUse), "pool", "small")
+	e.gauge("fipsgo_handshake_queue_length", float64(q.HandshakeQueue), "queue", "anonymous")
+	e.gauge("fipsgo_handshake_queue_length", float64(q.HandshakePriority), "queue", "priority")
+	e.gauge("fipsgo_handshake_queue_capacity", float64(q.HandshakeQueueCap), "queue", "anonymous")
+	e.gauge("fipsgo_handshake_queue_capacity", float64(q.HandshakePriorityCap), "queue", "priority")
+	e.gauge("fipsgo_tx_queued_packets", float64(q.TxQueued))
 	now := c.opts.Now()
 	for i := range st.PeerStats {
 		ps := &st.PeerStats[i]
 		key := ps.PublicKey.String() // base64: nothing to escape
 		e.counter("fipsgo_peer_received_bytes_total", ps.RxBytes, "peer", key)
 		e.counter("fipsgo_peer_sent_bytes_total", ps.TxBytes, "peer", key)
+		e.counter("fipsgo_peer_keepalives_sent_total", ps.KeepalivesSent, "peer", key)
+		e.counter("fipsgo_peer_endpoint_changes_total", ps.EndpointChanges, "peer", key)
+		e.gauge("fipsgo_peer_tx_queued_packets", float64(ps.TxQueued), "peer", key)
 		if !ps.LastHandshake.IsZero() {
 			e.gauge("fipsgo_peer_last_handshake_age_seconds", max(now.Sub(ps.LastHandshake).Seconds(), 0), "peer", key)
 		}

@@ -229,6 +229,18 @@ func TestScrapeParsesAndCountersMoveWithTraffic(t *testing.T) {
 	if !found {
 		t.Error("no tx_pipeline stage in fipsgo_sojourn_seconds")
 	}
+	if v := value(after, "fipsgo_tx_packets_total"); v < 1 {
+		t.Errorf("tx packets = %v after traffic", v)
+	}
+	if v := value(after, "fipsgo_pool_batches", "pool", "full"); v < 4 {
+		t.Errorf("full pool size = %v", v)
+	}
+	if f := after["fipsgo_handshake_queue_capacity"]; f == nil || len(f.GetMetric()) != 2 {
+		t.Errorf("handshake queue capacity: %v", f)
+	}
+	if f := after["fipsgo_peer_endpoint_changes_total"]; f == nil {
+		t.Error("no per-peer endpoint changes")
+	}
 	if after["fipsgo_sojourn_tx_pipeline_us_le_1_total"] != nil {
 		t.Error("sojourn buckets also exported as plain counters")
 	}
