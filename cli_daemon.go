@@ -260,7 +260,9 @@ func bindOptions(logf func(string, ...any)) conn.Options {
 	return conn.Options{
 		DisableGSO: envBool("FIPS_GO_DISABLE_GSO"),
 		DisableGRO: envBool("FIPS_GO_DISABLE_GRO"),
-		Logf:       logf,
+		// SO_RCVBUF/SO_SNDBUF per socket in bytes (0: conn's default).
+		SocketBuffer: envInt("FIPS_GO_SOCKET_BUFFER", 0),
+		Logf:         logf,
 	}
 }
 
