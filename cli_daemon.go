@@ -208,6 +208,7 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig) error {
 		Timers:     testTimerParams(),
 		GROBuffers: envInt("FIPS_GO_TUN_GRO_BUFFERS", 16),
 		PeerQueue:  envInt("FIPS_GO_PEER_QUEUE", 0),
+		Workers:    envInt("FIPS_GO_WORKERS", 0),
 		AQM:        aqmParams(errf),
 	})
 	if err != nil {
