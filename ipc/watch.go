@@ -30,8 +30,14 @@ func FormatWatch(w io.Writer, iface string, prev, cur device.Status, dt time.Dur
 	secs := dt.Seconds()
 	rows := watchRows(prev, cur, secs, first)
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "interface: %s  peers: %d  rx %s  tx %s Mbit/s\n\n", iface, len(cur.Peers),
+	fmt.Fprintf(bw, "interface: %s  peers: %d  rx %s  tx %s Mbit/s", iface, len(cur.Peers),
 		total(rows, first, func(r watchRow) float64 { return r.rx }), total(rows, first, func(r watchRow) float64 { return r.tx }))
+	// Packets are counted per device, not per peer (fips-go daemons only).
+	if rx, ok := counterRate(prev, cur, "rx_packets", secs, first); ok {
+		tx, _ := counterRate(prev, cur, "tx_packets", secs, first)
+		fmt.Fprintf(bw, "  rx %s  tx %s packets/s", rx, tx)
+	}
+	bw.WriteString("\n\n")
 	fmt.Fprintf(bw, "%-44s  %-22s  %10s  %10s  %s\n", "peer", "endpoint", "rx Mbit/s", "tx Mbit/s", "handshake")
 	for i, r := range rows {
 		if i == opts.MaxPeers {
@@ -109,6 +115,30 @@ func total(rows []watchRow, first bool, f func(watchRow) float64) string {
 }
 
 // dropRates lists the drop counters that moved, per second, largest first.
+// counterRate is a counter's rate between two samples, "-" on the first;
+// false when the daemon has no such counter.
+func counterRate(prev, cur device.Status, name string, secs float64, first bool) (string, bool) {
+	var was, is uint64
+	found := false
+	for _, c := range cur.Counters {
+		if c.Name == name {
+			is, found = c.Value, true
+		}
+	}
+	for _, c := range prev.Counters {
+		if c.Name == name {
+			was = c.Value
+		}
+	}
+	if !found {
+		return "", false
+	}
+	if first || is < was {
+		return "-", true
+	}
+	return fmt.Sprintf("%.0f", float64(is-was)/secs), true
+}
+
 func dropRates(prev, cur device.Status, secs float64, first bool) string {
 	if first {
 		return "-"

@@ -62,3 +62,23 @@ func TestFormatWatchCounterWentDown(t *testing.T) {
 		t.Errorf("want 1 Mbit/s after a reset:\n%s", b.String())
 	}
 }
+
+// A fips-go daemon's packet counters give the device's packets/s in the
+// header; a daemon without them (wireguard-go) shows none.
+func TestFormatWatchPacketRates(t *testing.T) {
+	now := time.Unix(1000, 0)
+	prev := device.Status{Counters: []device.Counter{{Name: "rx_packets", Value: 100}, {Name: "tx_packets", Value: 50}}}
+	cur := device.Status{Counters: []device.Counter{{Name: "rx_packets", Value: 300}, {Name: "tx_packets", Value: 250}}}
+	var b strings.Builder
+	if err := ipc.FormatWatch(&b, "wg0", prev, cur, 2*time.Second, now, ipc.WatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "rx 100  tx 100 packets/s") {
+		t.Fatalf("no packet rates in:\n%s", b.String())
+	}
+	b.Reset()
+	ipc.FormatWatch(&b, "wg0", device.Status{Peers: []device.PeerStatus{}}, device.Status{}, 2*time.Second, now, ipc.WatchOptions{})
+	if strings.Contains(b.String(), "packets/s") {
+		t.Fatalf("packet rates without counters:\n%s", b.String())
+	}
+}
