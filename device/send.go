@@ -348,12 +348,19 @@ func paddedSize(size, mtu int) int {
 // batches (a UDP stream read a packet at a time) costs one sendmmsg, not
 // one each. Called by the peer's send sequencer, which serializes it.
 func (p *Peer) flushSend(bs []*batch) {
+	if p.sendOut == nil { // first send: idle peers never pay for this
+		p.sendOut = make([][]byte, 0, max(p.d.opts.BatchSize, p.d.bind.BatchSize()))
+	}
+	p.sendOut = p.sendBatches(bs, p.sendOut)
+}
+
+// sendBatches sends bs's datagrams through out, a scratch slice whose
+// capacity is the most datagrams per Bind.Send, releases the batches and
+// returns the scratch (emptied) for reuse.
+func (p *Peer) sendBatches(bs []*batch, out [][]byte) [][]byte {
 	d := p.d
 	ep, ok := p.endpoint()
-	if p.sendOut == nil { // first send: idle peers never pay for this
-		p.sendOut = make([][]byte, 0, max(d.opts.BatchSize, d.bind.BatchSize()))
-	}
-	out := p.sendOut[:0]
+	out = out[:0]
 	var bytes uint64
 	flush := func() {
 		if len(out) == 0 {
@@ -385,13 +392,13 @@ func (p *Peer) flushSend(bs []*batch) {
 		}
 	}
 	flush()
-	p.sendOut = out
 	now := d.now()
 	for _, b := range bs {
 		p.uncountFlows(b)
 		d.observe(stageTx, b, b.n, now)
 		b.release()
 	}
+	return out
 }
 
 // directReorder bounds how far a sparse packet's direct send may overtake
@@ -452,33 +459,9 @@ func (p *Peer) uncountFlows(b *batch) {
 // sequencer (see goesDirect). Called under txMu, which keeps direct sends
 // of the peer in nonce order among themselves.
 func (p *Peer) sendDirect(b *batch) {
-	d := p.d
-	ep, ok := p.endpoint()
-	if !ok {
-		d.ctr.add(cTxNoEndpoint, uint64(b.n))
-		b.release()
-		return
-	}
-	out := b.out[:0]
-	var bytes uint64
-	for i := 0; i < b.n; i++ {
-		if b.sizes[i] == 0 { // dropped by seal
-			continue
-		}
-		out = append(out, b.bufs[i][:b.sizes[i]])
-		bytes += uint64(b.sizes[i])
-	}
-	if len(out) > 0 {
-		if err := d.bind.Send(out, ep); err != nil {
-			d.ctr.add(cTxSendErrors, uint64(len(out)))
-		} else {
-			p.txBytes.Add(bytes)
-			d.ctr.add(cTxPackets, uint64(len(out)))
-		}
-	}
-	clear(out)
-	d.observe(stageTx, b, b.n, d.now())
-	b.release()
+	// The batch's own slice headers are the scratch: b.n fit.
+	one := [1]*batch{b}
+	p.sendBatches(one[:], b.out[:0:len(b.bufs)])
 }
 
 // inlineMax is the largest batch the producing goroutine seals or opens
