@@ -182,3 +182,32 @@ func TestSparseFlowOvertakesBulkBacklog(t *testing.T) {
 		}
 	}
 }
+
+// Packets of a read that goes to several peers are counted as unroutable
+// only when no peer's allowed IPs hold them: moving the others into their
+// peers' batches must not count them too.
+func TestMixedReadCountsOnlyUnroutable(t *testing.T) {
+	checkGoroutines(t)
+	netw := membind.NewNetwork(membind.NetOptions{QueueLen: 1024})
+	hostA, hostB, hostC := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("192.0.2.3")
+	addrC := netip.MustParseAddr("10.0.0.3")
+	ta := &scriptTUN{Device: memtun.New("a", 1420, 64), reads: make(chan [][]byte, 4), closed: make(chan struct{})}
+	a := newNode(t, ta, netw.NewBind(hostA), addrA, hostA, Options{})
+	b := newNode(t, memtun.New("b", 1420, 64), netw.NewBind(hostB), addrB, hostB, Options{})
+	c := newNode(t, memtun.New("c", 1420, 64), netw.NewBind(hostC), addrC, hostC, Options{})
+	link(t, a, b)
+	link(t, a, c)
+	unroutable := netip.MustParseAddr("10.0.9.9")
+	var read [][]byte
+	for i := range uint32(6) {
+		read = append(read, udpPacket(addrA, addrB, i, 100), udpPacket(addrA, addrC, i, 100), udpPacket(addrA, unroutable, i, 100))
+	}
+	ta.reads <- read
+	for range 6 {
+		next(t, b.tun, 5*time.Second)
+		next(t, c.tun, 5*time.Second)
+	}
+	if got := counter(a.dev.Status(), "tx_drop_no_route"); got != 6 {
+		t.Fatalf("tx_drop_no_route = %d, want 6", got)
+	}
+}

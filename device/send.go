@@ -18,11 +18,13 @@ const stagedFrom = tun.Headroom
 func (d *Device) routeOutbound(rb *batch, n int) *batch {
 	var first *Peer
 	mixed := false
+	noRoute := 0
 	d.aipMu.RLock()
 	for i := 0; i < n; i++ {
 		p, ok := d.aip.LookupPacketDst(rb.bufs[i][stagedFrom : stagedFrom+rb.sizes[i]])
 		if !ok {
 			p = nil
+			noRoute++
 		}
 		rb.peers[i] = p
 		if p == nil || (first != nil && p != first) {
@@ -33,6 +35,9 @@ func (d *Device) routeOutbound(rb *batch, n int) *batch {
 		}
 	}
 	d.aipMu.RUnlock()
+	if noRoute > 0 {
+		d.ctr.add(cTxNoRoute, uint64(noRoute))
+	}
 	now := d.now()
 	if !mixed && first != nil {
 		if n <= smallBatch {
@@ -54,8 +59,7 @@ func (d *Device) routeOutbound(rb *batch, n int) *batch {
 	}
 	for i := 0; i < n; i++ {
 		p := rb.peers[i]
-		if p == nil {
-			d.ctr.inc(cTxNoRoute)
+		if p == nil { // unroutable (counted above), or moved already
 			continue
 		}
 		ob := d.getBatch()
