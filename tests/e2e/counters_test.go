@@ -13,15 +13,15 @@ type linkStats struct {
 }
 
 func (ns *netns) linkStats(dev string) linkStats {
-	ns.t.Helper()
+	ns.T.Helper()
 	var out []struct {
 		Stats64 struct {
 			Rx struct{ Bytes, Packets, Dropped uint64 } `json:"rx"`
 			Tx struct{ Bytes, Packets, Dropped uint64 } `json:"tx"`
 		} `json:"stats64"`
 	}
-	if err := json.Unmarshal([]byte(ns.run("ip", "-s", "-j", "link", "show", "dev", dev)), &out); err != nil || len(out) != 1 {
-		ns.t.Fatalf("ip -s -j link show %s: %v", dev, err)
+	if err := json.Unmarshal([]byte(ns.Run("ip", "-s", "-j", "link", "show", "dev", dev)), &out); err != nil || len(out) != 1 {
+		ns.T.Fatalf("ip -s -j link show %s: %v", dev, err)
 	}
 	s := out[0].Stats64
 	return linkStats{s.Rx.Bytes, s.Rx.Packets, s.Rx.Dropped, s.Tx.Bytes, s.Tx.Packets, s.Tx.Dropped}

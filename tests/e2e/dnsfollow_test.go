@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fips-go/fips-go/internal/netnstest"
 )
 
 // TestEndpointNameFollowsDNS: a config file names a peer by host name; the
@@ -17,7 +19,7 @@ func TestEndpointNameFollowsDNS(t *testing.T) {
 	requireTool(t, "wg", "unshare", "nsenter")
 	hosts := writeTemp(t, "hosts", "127.0.0.1 localhost\n10.77.0.9 peerb.test\n")
 	os.Chmod(hosts, 0o644)
-	a, b := uniqueName("metrA"), uniqueName("metrB")
+	a, b := netnstest.UniqueName("metrA"), netnstest.UniqueName("metrB")
 	r := startPrivateHosts(t, hosts, a, b)
 	// b listens on 10.77.0.1; 10.77.0.9, in the same subnet, answers nothing.
 	r.run("ip", "link", "add", "metrv0", "type", "veth", "peer", "name", "metrv1")

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/fips-go/fips-go/internal/netnstest"
 )
 
 // The binaries under test. They are built once per test process, on first
@@ -98,17 +100,6 @@ func build(name string) buildResult {
 	return buildResult{path: out}
 }
 
-// skipOrFail skips the test for the given reason, unless FIPS_E2E=1 demands
-// that the end-to-end tests run, in which case the missing piece is a failure.
-func skipOrFail(t testing.TB, format string, args ...any) {
-	t.Helper()
-	reason := fmt.Sprintf(format, args...)
-	if os.Getenv("FIPS_E2E") == "1" {
-		t.Fatalf("FIPS_E2E=1 but %s", reason)
-	}
-	t.Skip(reason)
-}
-
 // requireRoot checks for what every test here needs: root, /dev/net/tun,
 // and ip(8) with network namespaces.
 func requireRoot(t testing.TB) {
@@ -117,10 +108,10 @@ func requireRoot(t testing.TB) {
 		t.Skip("end-to-end test skipped in -short mode")
 	}
 	if os.Geteuid() != 0 {
-		skipOrFail(t, "needs root (network namespaces, TUN devices)")
+		netnstest.SkipOrFail(t, "needs root (network namespaces, TUN devices)")
 	}
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		skipOrFail(t, "needs /dev/net/tun: %v", err)
+		netnstest.SkipOrFail(t, "needs /dev/net/tun: %v", err)
 	}
 	requireTool(t, "ip")
 }
@@ -131,7 +122,7 @@ func requireTool(t testing.TB, names ...string) {
 	t.Helper()
 	for _, n := range names {
 		if _, err := exec.LookPath(n); err != nil {
-			skipOrFail(t, "needs %s in PATH (bash scripts/deps.sh installs it)", n)
+			netnstest.SkipOrFail(t, "needs %s in PATH (bash scripts/deps.sh installs it)", n)
 		}
 	}
 }

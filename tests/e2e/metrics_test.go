@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fips-go/fips-go/internal/netnstest"
 )
 
 // TestMetricsEndpoint: a daemon started as wg-quick would start it, with
@@ -21,7 +23,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	p.a.ns.waitPing(p.b.tun4, 10*time.Second)
 	p.a.ns.ping(p.b.tun4, 5, 1000, false, "-i", "0.2")
 
-	scrape := p.a.ns.run("curl", "-sf", "http://127.0.0.1:9586/metrics")
+	scrape := p.a.ns.Run("curl", "-sf", "http://127.0.0.1:9586/metrics")
 	sent := metricValue(t, scrape, fmt.Sprintf(`fipsgo_peer_sent_bytes_total{interface=%q,peer=%q}`, p.a.iface, p.b.key.pub))
 	if sent < 5*1000 {
 		t.Errorf("peer sent bytes %v after 5 pings of 1000 bytes\n%s", sent, scrape)
@@ -37,12 +39,12 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Errorf("no counter type for the drop family\n%s", scrape)
 	}
 	// Not reachable from outside the namespace's loopback.
-	if out, err := p.b.ns.try("curl", "-sf", "-m", "2", "http://"+p.link.addrA().String()+":9586/metrics"); err == nil {
+	if out, err := p.b.ns.Try("curl", "-sf", "-m", "2", "http://"+p.link.addrA().String()+":9586/metrics"); err == nil {
 		t.Errorf("metrics reachable over the veth: %s", out)
 	}
 
-	name := uniqueName("metrC")
-	cmd := p.a.ns.command(t.Context(), "env", "FIPS_GO_METRICS=:9586", binPath(t, binFipsGo), name)
+	name := netnstest.UniqueName("metrC")
+	cmd := p.a.ns.Command(t.Context(), "env", "FIPS_GO_METRICS=:9586", binPath(t, binFipsGo), name)
 	out, err := cmd.CombinedOutput()
 	if _, ok := err.(*exec.ExitError); !ok || !strings.Contains(string(out), "address already in use") {
 		t.Errorf("a second daemon on the same metrics port: %v\n%s", err, out)

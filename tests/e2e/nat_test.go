@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fips-go/fips-go/internal/netnstest"
 )
 
 // TestNAT: client C behind router R, which masquerades C's traffic towards
@@ -22,12 +24,12 @@ func TestNAT(t *testing.T) {
 	nsC, nsR, nsS := newNetns(t), newNetns(t), newNetns(t)
 	inside := connect(t, nsC, nsR, 1, 0)  // C 10.1.0.1, R 10.1.0.2
 	outside := connect(t, nsR, nsS, 2, 0) // R 10.2.0.1, S 10.2.0.2
-	nsC.run("ip", "route", "add", "default", "via", inside.v4B.String())
+	nsC.Run("ip", "route", "add", "default", "via", inside.v4B.String())
 	nsR.sysctl("net.ipv4.ip_forward", "1")
-	nsR.run("iptables", "-t", "nat", "-A", "POSTROUTING", "-o", outside.ifA, "-j", "MASQUERADE")
+	nsR.Run("iptables", "-t", "nat", "-A", "POSTROUTING", "-o", outside.ifA, "-j", "MASQUERADE")
 
-	c := startNode(t, nsC, fipsGo(t), uniqueName("fwgC"))
-	s := startNode(t, nsS, fipsGo(t), uniqueName("fwgS"))
+	c := startNode(t, nsC, fipsGo(t), netnstest.UniqueName("fwgC"))
+	s := startNode(t, nsS, fipsGo(t), netnstest.UniqueName("fwgS"))
 	c.port, s.port = 51820, 51821
 	c.tun4, s.tun4 = netip.MustParseAddr("10.200.0.1"), netip.MustParseAddr("10.200.0.2")
 	c.configure("wg", s, peerOpts{endpoint: netip.AddrPortFrom(outside.v4B, uint16(s.port)), keepalive: 1})
@@ -37,7 +39,7 @@ func TestNAT(t *testing.T) {
 	if ep := s.peer(c).endpoint; ep != "(none)" {
 		t.Fatalf("S's endpoint for C before any traffic is %q, want (none)", ep)
 	}
-	if _, err := nsS.try("ping", "-c", "1", "-W", "1", inside.v4A.String()); err == nil {
+	if _, err := nsS.Try("ping", "-c", "1", "-W", "1", inside.v4A.String()); err == nil {
 		t.Fatal("S can reach C's address directly; the NAT is not in the way")
 	}
 
@@ -79,7 +81,7 @@ func TestNAT(t *testing.T) {
 // mapping that has seen replies is "assured" and uses it.
 func shortenConntrackUDP(t *testing.T, ns *netns, secs int) bool {
 	for _, k := range []string{"nf_conntrack_udp_timeout", "nf_conntrack_udp_timeout_stream"} {
-		if _, err := ns.try("test", "-w", "/proc/sys/net/netfilter/"+k); err != nil {
+		if _, err := ns.Try("test", "-w", "/proc/sys/net/netfilter/"+k); err != nil {
 			return false
 		}
 		ns.sysctl("net.netfilter."+k, fmt.Sprint(secs))
@@ -91,9 +93,9 @@ func shortenConntrackUDP(t *testing.T, ns *netns, secs int) bool {
 // conntrack tool or /proc/net/nf_conntrack is there.
 func conntrackList(ns *netns) string {
 	if _, err := exec.LookPath("conntrack"); err == nil {
-		out, _ := ns.try("conntrack", "-L", "-p", "udp")
+		out, _ := ns.Try("conntrack", "-L", "-p", "udp")
 		return "conntrack -L:\n" + out
 	}
-	out, _ := ns.try("cat", "/proc/net/nf_conntrack")
+	out, _ := ns.Try("cat", "/proc/net/nf_conntrack")
 	return "nf_conntrack:\n" + strings.TrimSpace(out)
 }

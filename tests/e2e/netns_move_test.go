@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/fips-go/fips-go/internal/netnstest"
 )
 
 // TestNetnsMove: two fips-go daemons create their interfaces in one
@@ -61,14 +63,14 @@ func TestNetnsMove(t *testing.T) {
 // exit and remove its UAPI socket, as wireguard-go does: nothing of
 // fips-go's (a socket, a thread) may keep the namespace alive.
 func daemonEndsWithNetns(t *testing.T, root *netns) {
-	n := startNode(t, root, fipsGo(t), uniqueName("fmvD"))
-	away := uniqueName("fe2e")
+	n := startNode(t, root, fipsGo(t), netnstest.UniqueName("fmvD"))
+	away := netnstest.UniqueName("fe2e")
 	if out, err := exec.Command("ip", "netns", "add", away).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add %s: %v\n%s", away, err, out)
 	}
 	// Deleted by the test itself when all goes well.
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", away).Run() })
-	root.run("ip", "link", "set", "dev", n.iface, "netns", away)
+	root.Run("ip", "link", "set", "dev", n.iface, "netns", away)
 	if out, err := exec.Command("ip", "-n", away, "link", "set", "dev", n.iface, "mtu", "9000", "up").CombinedOutput(); err != nil {
 		t.Fatalf("ip -n %s link set %s up: %v\n%s", away, n.iface, err, out)
 	}
@@ -131,8 +133,8 @@ type movedPair struct {
 func newMovedPair(t *testing.T) *movedPair {
 	t.Helper()
 	root, nsA, nsB := newNetns(t), newNetns(t), newNetns(t)
-	a := startNode(t, root, fipsGo(t), uniqueName("fmvA"))
-	b := startNode(t, root, fipsGo(t), uniqueName("fmvB"))
+	a := startNode(t, root, fipsGo(t), netnstest.UniqueName("fmvA"))
+	b := startNode(t, root, fipsGo(t), netnstest.UniqueName("fmvB"))
 	a.port, b.port = overlayPort, overlayPort+1
 	a.tun4, a.tun6 = netip.MustParseAddr("10.200.0.1"), netip.MustParseAddr("fd10::1")
 	b.tun4, b.tun6 = netip.MustParseAddr("10.200.0.2"), netip.MustParseAddr("fd10::2")
@@ -143,7 +145,7 @@ func newMovedPair(t *testing.T) *movedPair {
 		n  *node
 		ns *netns
 	}{{a, nsA}, {b, nsB}} {
-		root.run("ip", "link", "set", "dev", m.n.iface, "netns", m.ns.name)
+		root.Run("ip", "link", "set", "dev", m.n.iface, "netns", m.ns.Name)
 		// From here on the node's commands run where its interface is; wg
 		// and fips-go show still reach the daemon through its UAPI socket
 		// file, which every namespace sees.
@@ -157,7 +159,7 @@ func newMovedPair(t *testing.T) *movedPair {
 func (p *movedPair) setMTU(t *testing.T, mtu int) {
 	t.Helper()
 	for _, n := range []*node{p.a, p.b} {
-		n.ns.run("ip", "link", "set", "dev", n.iface, "mtu", strconv.Itoa(mtu))
+		n.ns.Run("ip", "link", "set", "dev", n.iface, "mtu", strconv.Itoa(mtu))
 	}
 }
 

@@ -1,120 +1,27 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fips-go/fips-go/internal/netnstest"
 )
 
-var nameSeq atomic.Int32
+// netns is a network namespace the test created (see netnstest.NS).
+type netns struct{ *netnstest.NS }
 
-// uniqueName returns a name of at most 15 bytes (the limit for interface
-// names) that no other test in this process, and most likely no concurrent
-// run, uses: /var/run/wireguard is shared by every namespace, so interface
-// names must be unique machine-wide.
-func uniqueName(prefix string) string {
-	for {
-		n := fmt.Sprintf("%s%03x%d", prefix, os.Getpid()&0xfff, nameSeq.Add(1))
-		if _, err := os.Stat("/var/run/wireguard/" + n + ".sock"); err != nil {
-			return n
-		}
-	}
-}
-
-// netns is a network namespace the test created; it belongs to that test
-// and is deleted, with every process still inside it, when the test ends.
-type netns struct {
-	t    testing.TB
-	name string
-}
-
-func newNetns(t testing.TB) *netns {
-	t.Helper()
-	ns := &netns{t: t, name: uniqueName("fe2e")}
-	if out, err := exec.Command("ip", "netns", "add", ns.name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v\n%s", ns.name, err, out)
-	}
-	t.Cleanup(ns.destroy)
-	ns.run("ip", "link", "set", "lo", "up")
-	return ns
-}
-
-// destroy ends every process left in the namespace (all of them were
-// started by this test), then deletes it.
-func (ns *netns) destroy() {
-	deadline := time.Now().Add(5 * time.Second)
-	sig := syscall.SIGTERM
-	for {
-		pids := ns.pids()
-		if len(pids) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			sig = syscall.SIGKILL
-		}
-		for _, p := range pids {
-			syscall.Kill(p, sig)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if out, err := exec.Command("ip", "netns", "del", ns.name).CombinedOutput(); err != nil {
-		ns.t.Errorf("ip netns del %s: %v\n%s", ns.name, err, out)
-	}
-}
-
-func (ns *netns) pids() []int {
-	out, err := exec.Command("ip", "netns", "pids", ns.name).Output()
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(out)) {
-		if p, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, p)
-		}
-	}
-	return pids
-}
-
-// command returns a command that runs inside the namespace.
-func (ns *netns) command(ctx context.Context, args ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns.name}, args...)...)
-}
-
-// try runs a command inside the namespace and returns its combined output.
-func (ns *netns) try(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := ns.command(ctx, args...).CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("%s: %v: %w\n%s", ns.name, args, err, out)
-	}
-	return string(out), nil
-}
-
-// run is try, failing the test on error.
-func (ns *netns) run(args ...string) string {
-	ns.t.Helper()
-	out, err := ns.try(args...)
-	if err != nil {
-		ns.t.Fatal(err)
-	}
-	return out
-}
+func newNetns(t testing.TB) *netns { return &netns{netnstest.New(t, "fe2e")} }
 
 // sysctl writes one /proc/sys value inside the namespace; key uses dots.
 func (ns *netns) sysctl(key, value string) {
-	ns.t.Helper()
+	ns.T.Helper()
 	path := "/proc/sys/" + strings.ReplaceAll(key, ".", "/")
-	ns.run("sh", "-c", fmt.Sprintf("echo %s > %s", value, path))
+	ns.Run("sh", "-c", fmt.Sprintf("echo %s > %s", value, path))
 }
 
 // veth is one veth pair between two namespaces, with an IPv4 /24 and an
@@ -132,13 +39,13 @@ type veth struct {
 // fd00:N::/64 (N = subnet), ends .1 and .2, with the given MTU (0: 1500).
 func connect(t testing.TB, a, b *netns, subnet, mtu int) *veth {
 	t.Helper()
-	v := &veth{a: a, b: b, ifA: uniqueName("va"), ifB: uniqueName("vb")}
+	v := &veth{a: a, b: b, ifA: netnstest.UniqueName("va"), ifB: netnstest.UniqueName("vb")}
 	v.v4A = netip.MustParseAddr(fmt.Sprintf("10.%d.0.1", subnet))
 	v.v4B = netip.MustParseAddr(fmt.Sprintf("10.%d.0.2", subnet))
 	v.v6A = netip.MustParseAddr(fmt.Sprintf("fd00:%d::1", subnet))
 	v.v6B = netip.MustParseAddr(fmt.Sprintf("fd00:%d::2", subnet))
-	out, err := exec.Command("ip", "link", "add", v.ifA, "netns", a.name, "type", "veth",
-		"peer", "name", v.ifB, "netns", b.name).CombinedOutput()
+	out, err := exec.Command("ip", "link", "add", v.ifA, "netns", a.Name, "type", "veth",
+		"peer", "name", v.ifB, "netns", b.Name).CombinedOutput()
 	if err != nil {
 		t.Fatalf("creating veth: %v\n%s", err, out)
 	}
@@ -148,11 +55,11 @@ func connect(t testing.TB, a, b *netns, subnet, mtu int) *veth {
 		v4, v6 netip.Addr
 	}{{a, v.ifA, v.v4A, v.v6A}, {b, v.ifB, v.v4B, v.v6B}} {
 		if mtu > 0 {
-			end.ns.run("ip", "link", "set", "dev", end.dev, "mtu", strconv.Itoa(mtu))
+			end.ns.Run("ip", "link", "set", "dev", end.dev, "mtu", strconv.Itoa(mtu))
 		}
-		end.ns.run("ip", "addr", "add", end.v4.String()+"/24", "dev", end.dev)
-		end.ns.run("ip", "addr", "add", end.v6.String()+"/64", "dev", end.dev, "nodad")
-		end.ns.run("ip", "link", "set", "dev", end.dev, "up")
+		end.ns.Run("ip", "addr", "add", end.v4.String()+"/24", "dev", end.dev)
+		end.ns.Run("ip", "addr", "add", end.v6.String()+"/64", "dev", end.dev, "nodad")
+		end.ns.Run("ip", "link", "set", "dev", end.dev, "up")
 	}
 	return v
 }
@@ -181,14 +88,14 @@ type pingResult struct {
 // ping runs `ping -c count -s size` (with -M do when df) and parses the
 // summary line; it does not fail the test when replies are missing.
 func (ns *netns) ping(dst netip.Addr, count, size int, df bool, extra ...string) pingResult {
-	ns.t.Helper()
+	ns.T.Helper()
 	args := []string{"ping", "-n", "-c", strconv.Itoa(count), "-s", strconv.Itoa(size), "-W", "2"}
 	if df {
 		args = append(args, "-M", "do")
 	}
 	args = append(args, extra...)
 	args = append(args, dst.String())
-	out, _ := ns.try(args...)
+	out, _ := ns.Try(args...)
 	r := pingResult{out: out}
 	for _, line := range strings.Split(out, "\n") {
 		if strings.Contains(line, "packets transmitted") {
@@ -201,7 +108,7 @@ func (ns *netns) ping(dst netip.Addr, count, size int, df bool, extra ...string)
 // waitPing pings dst once a second until a reply comes back, failing the
 // test after a generous deadline. The first packets start the handshake.
 func (ns *netns) waitPing(dst netip.Addr, deadline time.Duration) {
-	ns.t.Helper()
+	ns.T.Helper()
 	end := time.Now().Add(deadline)
 	var last pingResult
 	for time.Now().Before(end) {
@@ -210,7 +117,7 @@ func (ns *netns) waitPing(dst netip.Addr, deadline time.Duration) {
 			return
 		}
 	}
-	ns.t.Fatalf("%s: no reply from %s within %v; last ping:\n%s", ns.name, dst, deadline, last.out)
+	ns.T.Fatalf("%s: no reply from %s within %v; last ping:\n%s", ns.Name, dst, deadline, last.out)
 }
 
 // eventually polls cond every 100 ms until it holds or the generous

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fips-go/fips-go/internal/netnstest"
 )
 
 // ifaceDump is `wg show IFACE dump`: the interface line, then one per peer.
@@ -118,8 +120,8 @@ func newPair(t testing.TB, o pairOpts) *pair {
 	nsA, nsB := newNetns(t), newNetns(t)
 	v := connect(t, nsA, nsB, 1, o.underlayMTU)
 	v.underlayV6 = o.underlayV6
-	a := startNode(t, nsA, o.implA, uniqueName("fwgA"))
-	b := startNode(t, nsB, o.implB, uniqueName("fwgB"))
+	a := startNode(t, nsA, o.implA, netnstest.UniqueName("fwgA"))
+	b := startNode(t, nsB, o.implB, netnstest.UniqueName("fwgB"))
 	a.port, b.port = overlayPort, overlayPort+1
 	a.tun4, a.tun6 = netip.MustParseAddr("10.200.0.1"), netip.MustParseAddr("fd10::1")
 	b.tun4, b.tun6 = netip.MustParseAddr("10.200.0.2"), netip.MustParseAddr("fd10::2")

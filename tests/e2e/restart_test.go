@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fips-go/fips-go/internal/netnstest"
 )
 
 // TestRestartMidStream: a paced TCP stream runs from A to B; one side's
@@ -86,7 +88,7 @@ func terminate(t *testing.T, n *node) {
 	if _, err := os.Stat(n.socketPath()); err == nil {
 		t.Errorf("%s still exists after the daemon exited", n.socketPath())
 	}
-	if _, err := n.ns.try("ip", "link", "show", "dev", n.iface); err == nil {
+	if _, err := n.ns.Try("ip", "link", "show", "dev", n.iface); err == nil {
 		t.Errorf("interface %s still exists after the daemon exited", n.iface)
 	}
 	n.pid = 0
@@ -103,10 +105,10 @@ func TestDaemonStops(t *testing.T) {
 		for _, how := range []string{"ip-link-del", "socket-removed"} {
 			t.Run(im.name+"/"+how, func(t *testing.T) {
 				ns := newNetns(t)
-				n := startNode(t, ns, im, uniqueName("fwgD"))
+				n := startNode(t, ns, im, netnstest.UniqueName("fwgD"))
 				pid := n.pid
 				if how == "ip-link-del" {
-					ns.run("ip", "link", "del", "dev", n.iface)
+					ns.Run("ip", "link", "del", "dev", n.iface)
 				} else if err := os.Remove(n.socketPath()); err != nil {
 					t.Fatal(err)
 				}
@@ -116,7 +118,7 @@ func TestDaemonStops(t *testing.T) {
 					return os.IsNotExist(err)
 				})
 				eventually(t, 2*time.Second, "the interface goes away", func() bool {
-					_, err := ns.try("ip", "link", "show", "dev", n.iface)
+					_, err := ns.Try("ip", "link", "show", "dev", n.iface)
 					return err != nil
 				})
 			})

@@ -69,16 +69,16 @@ func swapAddress(v6 bool) func(t *testing.T, p *pair, _ *veth) netip.AddrPort {
 		l, ns := p.link, p.b.ns
 		if v6 {
 			newAddr := netip.MustParseAddr("fd00:1::3")
-			ns.run("ip", "addr", "add", newAddr.String()+"/64", "dev", l.ifB, "nodad")
-			ns.run("ip", "addr", "del", l.v6B.String()+"/64", "dev", l.ifB)
+			ns.Run("ip", "addr", "add", newAddr.String()+"/64", "dev", l.ifB, "nodad")
+			ns.Run("ip", "addr", "del", l.v6B.String()+"/64", "dev", l.ifB)
 			return netip.AddrPortFrom(newAddr, uint16(p.b.port))
 		}
 		newAddr := netip.MustParseAddr("10.1.0.3")
 		// Without promotion, deleting the primary address of a subnet
 		// deletes its secondaries too, and B would be left with none.
 		ns.sysctl("net.ipv4.conf."+l.ifB+".promote_secondaries", "1")
-		ns.run("ip", "addr", "add", newAddr.String()+"/24", "dev", l.ifB)
-		ns.run("ip", "addr", "del", l.v4B.String()+"/24", "dev", l.ifB)
+		ns.Run("ip", "addr", "add", newAddr.String()+"/24", "dev", l.ifB)
+		ns.Run("ip", "addr", "del", l.v4B.String()+"/24", "dev", l.ifB)
 		return netip.AddrPortFrom(newAddr, uint16(p.b.port))
 	}
 }
@@ -88,8 +88,8 @@ func swapAddress(v6 bool) func(t *testing.T, p *pair, _ *veth) netip.AddrPort {
 // the first link by default route. It returns the second link.
 func prepareTwoLinks(t *testing.T, p *pair) *veth {
 	second := connect(t, p.a.ns, p.b.ns, 2, 0)
-	p.a.ns.run("ip", "addr", "add", "10.9.0.1/32", "dev", "lo")
-	p.b.ns.run("ip", "route", "add", "default", "via", p.link.v4A.String())
+	p.a.ns.Run("ip", "addr", "add", "10.9.0.1/32", "dev", "lo")
+	p.b.ns.Run("ip", "route", "add", "default", "via", p.link.v4A.String())
 	p.b.wg("set", p.b.iface, "peer", p.a.key.pub, "endpoint", fmt.Sprintf("10.9.0.1:%d", p.a.port))
 	return second
 }
@@ -97,8 +97,8 @@ func prepareTwoLinks(t *testing.T, p *pair) *veth {
 // switchLink moves B's default route to the second link and removes B's
 // address on the first, as when a laptop leaves Wi-Fi for a wired link.
 func switchLink(t *testing.T, p *pair, second *veth) netip.AddrPort {
-	p.b.ns.run("ip", "route", "replace", "default", "via", second.v4A.String())
-	p.b.ns.run("ip", "addr", "del", p.link.v4B.String()+"/24", "dev", p.link.ifB)
+	p.b.ns.Run("ip", "route", "replace", "default", "via", second.v4A.String())
+	p.b.ns.Run("ip", "addr", "del", p.link.v4B.String()+"/24", "dev", p.link.ifB)
 	return netip.AddrPortFrom(second.v4B, uint16(p.b.port))
 }
 

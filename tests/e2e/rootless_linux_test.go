@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fips-go/fips-go/internal/netnstest"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,12 +53,12 @@ func newRootlessEnv(t *testing.T) *rootlessEnv {
 	e.client = newNetns(t)
 	pns := newNetns(t)
 	v := connect(t, e.client, pns, 212, 0)
-	e.peer = startNode(t, pns, fipsGo(t), uniqueName("frlP"))
+	e.peer = startNode(t, pns, fipsGo(t), netnstest.UniqueName("frlP"))
 	ck := newKeyPair(t)
 	e.peer.fipsctl("set", e.peer.iface, "private-key", e.peer.key.privFile, "listen-port", "51820",
 		"peer", ck.pub, "allowed-ips", rlClientTun+"/32")
-	pns.run("ip", "addr", "add", rlPeerTun+"/24", "dev", e.peer.iface)
-	pns.run("ip", "link", "set", "dev", e.peer.iface, "up")
+	pns.Run("ip", "addr", "add", rlPeerTun+"/24", "dev", e.peer.iface)
+	pns.Run("ip", "link", "set", "dev", e.peer.iface, "up")
 	h := startHelper(t, pns, helperSpec{Mode: "services", Addr: rlPeerTun, Bytes: rlBlobSize, Seed: rlSeed, Timeout: time.Hour})
 	select {
 	case <-h.ready:
@@ -113,7 +114,7 @@ func inNetns(t *testing.T, ns *netns, fn func()) {
 			return
 		}
 		defer home.Close()
-		f, err := os.Open("/var/run/netns/" + ns.name)
+		f, err := os.Open("/var/run/netns/" + ns.Name)
 		if err != nil {
 			errc <- err
 			return
@@ -171,7 +172,7 @@ func (e *rootlessEnv) run(cmd *exec.Cmd) (string, error) {
 func devTunForEveryone(t *testing.T) {
 	fi, err := os.Stat("/dev/net/tun")
 	if err != nil {
-		skipOrFail(t, "needs /dev/net/tun: %v", err)
+		netnstest.SkipOrFail(t, "needs /dev/net/tun: %v", err)
 	}
 	old := fi.Mode().Perm()
 	if old&0o006 == 0o006 {
@@ -186,7 +187,7 @@ func devTunForEveryone(t *testing.T) {
 func requireUserns(t *testing.T) {
 	b, err := os.ReadFile("/proc/sys/user/max_user_namespaces")
 	if err == nil && strings.TrimSpace(string(b)) == "0" {
-		skipOrFail(t, "unprivileged user namespaces are disabled (user.max_user_namespaces=0)")
+		netnstest.SkipOrFail(t, "unprivileged user namespaces are disabled (user.max_user_namespaces=0)")
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fips-go/fips-go/internal/netnstest"
 )
 
 // showFields are the single-field forms of wg show (src/show.c).
@@ -38,12 +40,7 @@ func startPrivate(t *testing.T, names ...string) *privateRun {
 // over /etc/hosts, so a test controls what names resolve to.
 func startPrivateHosts(t *testing.T, hosts string, names ...string) *privateRun {
 	t.Helper()
-	ns := &netns{t: t, name: uniqueName("metr")}
-	if out, err := exec.Command("ip", "netns", "add", ns.name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v\n%s", ns.name, err, out)
-	}
-	t.Cleanup(ns.destroy)
-	ns.run("ip", "link", "set", "lo", "up")
+	ns := &netns{netnstest.New(t, "metr")}
 	script := "mount -t tmpfs tmpfs /run/wireguard || exit 1\n"
 	if hosts != "" {
 		script += "mount --bind " + hosts + " /etc/hosts || exit 1\n"
@@ -53,7 +50,7 @@ func startPrivateHosts(t *testing.T, hosts string, names ...string) *privateRun 
 		script += "LOG_LEVEL=verbose " + binPath(t, binFipsGo) + " " + n + " >>" + logPath + " 2>&1 || exit 1\n"
 	}
 	script += "echo ready\nexec sleep 600\n"
-	cmd := ns.command(context.Background(), "unshare", "--mount", "--propagation", "private", "sh", "-c", script)
+	cmd := ns.Command(context.Background(), "unshare", "--mount", "--propagation", "private", "sh", "-c", script)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +110,7 @@ func genPSK(t *testing.T) string {
 func TestShowFieldsMatchWg(t *testing.T) {
 	requireRoot(t)
 	requireTool(t, "wg", "unshare", "nsenter")
-	a, b := uniqueName("metrA"), uniqueName("metrB")
+	a, b := netnstest.UniqueName("metrA"), netnstest.UniqueName("metrB")
 	r := startPrivate(t, a, b)
 	ka, kb, kc := newKeyPair(t), newKeyPair(t), newKeyPair(t)
 	psk := genPSK(t)

@@ -39,7 +39,7 @@ func startHelper(t testing.TB, ns *netns, s helperSpec) *helperProc {
 	}
 	spec, _ := json.Marshal(s)
 	h := &helperProc{t: t, spec: s, ready: make(chan struct{}), done: make(chan struct{})}
-	h.cmd = exec.Command("ip", "netns", "exec", ns.name, exe)
+	h.cmd = exec.Command("ip", "netns", "exec", ns.Name, exe)
 	h.cmd.Env = append(os.Environ(), helperEnv+"="+string(spec))
 	h.cmd.Stderr = &h.stderr
 	stdout, err := h.cmd.StdoutPipe()
@@ -188,7 +188,7 @@ func iperf(t testing.TB, client, server *netns, addr netip.Addr, secs int, rever
 	requireTool(t, "iperf3")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs+60)*time.Second)
 	defer cancel()
-	srv := server.command(ctx, "iperf3", "-s", "-1", "-B", addr.String(), "-p", "5201")
+	srv := server.Command(ctx, "iperf3", "-s", "-1", "-B", addr.String(), "-p", "5201")
 	var srvOut bytes.Buffer
 	srv.Stdout, srv.Stderr = &srvOut, &srvOut
 	if err := srv.Start(); err != nil {
@@ -203,7 +203,7 @@ func iperf(t testing.TB, client, server *netns, addr netip.Addr, secs int, rever
 	var res iperfResult
 	var lastOut string
 	for attempt := 0; attempt < 20; attempt++ {
-		out, _ := client.command(ctx, args...).Output()
+		out, _ := client.Command(ctx, args...).Output()
 		lastOut = string(out)
 		res = iperfResult{}
 		if json.Unmarshal(out, &res) == nil && res.Error == "" && res.End.SumReceived.Bytes > 0 {

@@ -113,7 +113,7 @@ func (n *node) launch() {
 		n.t.Fatal(err)
 	}
 	defer logf.Close()
-	args := []string{"netns", "exec", n.ns.name, "env", "LOG_LEVEL=verbose"}
+	args := []string{"netns", "exec", n.ns.Name, "env", "LOG_LEVEL=verbose"}
 	args = append(append(args, n.impl.env...), n.impl.bin, n.iface)
 	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -229,7 +229,7 @@ func (n *node) stop() {
 	}
 	os.Remove(n.socketPath())
 	if n.t.Failed() {
-		n.t.Logf("log of %s %s (%s):\n%s", n.impl.name, n.iface, n.ns.name, n.logTail())
+		n.t.Logf("log of %s %s (%s):\n%s", n.impl.name, n.iface, n.ns.Name, n.logTail())
 	}
 }
 
@@ -294,13 +294,13 @@ func (n *node) configure(tool string, p *node, o peerOpts) {
 // wg runs the stock wg(8) inside n's namespace.
 func (n *node) wg(args ...string) string {
 	n.t.Helper()
-	return n.ns.run(append([]string{"wg"}, args...)...)
+	return n.ns.Run(append([]string{"wg"}, args...)...)
 }
 
 // fipsctl runs fips-go's built-in client inside n's namespace.
 func (n *node) fipsctl(args ...string) string {
 	n.t.Helper()
-	return n.ns.run(append([]string{binPath(n.t, binFipsGo)}, args...)...)
+	return n.ns.Run(append([]string{binPath(n.t, binFipsGo)}, args...)...)
 }
 
 // up gives the interface its overlay addresses and MTU (0: leave it) and
@@ -308,19 +308,19 @@ func (n *node) fipsctl(args ...string) string {
 func (n *node) up(mtu int) {
 	n.t.Helper()
 	if mtu > 0 {
-		n.ns.run("ip", "link", "set", "dev", n.iface, "mtu", strconv.Itoa(mtu))
+		n.ns.Run("ip", "link", "set", "dev", n.iface, "mtu", strconv.Itoa(mtu))
 	}
 	if n.tun4.IsValid() {
-		n.ns.run("ip", "addr", "add", n.tun4.String()+"/24", "dev", n.iface)
+		n.ns.Run("ip", "addr", "add", n.tun4.String()+"/24", "dev", n.iface)
 	}
 	if n.tun6.IsValid() {
-		n.ns.run("ip", "addr", "add", n.tun6.String()+"/64", "dev", n.iface, "nodad")
+		n.ns.Run("ip", "addr", "add", n.tun6.String()+"/64", "dev", n.iface, "nodad")
 	} else {
 		// No IPv6 overlay: keep the kernel's own IPv6 packets (router
 		// solicitations, MLD) off the tunnel, so counters stay exact.
 		n.ns.sysctl("net.ipv6.conf."+n.iface+".disable_ipv6", "1")
 	}
-	n.ns.run("ip", "link", "set", "dev", n.iface, "up")
+	n.ns.Run("ip", "link", "set", "dev", n.iface, "up")
 }
 
 // counters returns fips-go's own counters from `fips-go show IFACE`.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/fips-go/fips-go/internal/netnstest"
 )
 
 // TestWgQuick: with WG_QUICK_USERSPACE_IMPLEMENTATION=fips-go and fips-go in
@@ -27,11 +29,11 @@ func TestWgQuick(t *testing.T) {
 	}
 	nsA, nsB := newNetns(t), newNetns(t)
 	link := connect(t, nsA, nsB, 1, 0)
-	b := startNode(t, nsB, fipsGo(t), uniqueName("fwgB"))
+	b := startNode(t, nsB, fipsGo(t), netnstest.UniqueName("fwgB"))
 	b.port = 51821
 	b.tun4 = netip.MustParseAddr("10.200.0.2")
 
-	iface := uniqueName("fwgQ")
+	iface := netnstest.UniqueName("fwgQ")
 	keyA := newKeyPair(t)
 	conf := filepath.Join(t.TempDir(), iface+".conf")
 	content := fmt.Sprintf(`[Interface]
@@ -56,10 +58,10 @@ AllowedIPs = 10.200.0.2/32
 		"PATH=" + pathDir + ":" + os.Getenv("PATH"), "LOG_LEVEL=error"}
 	t.Cleanup(func() {
 		if _, err := os.Stat("/var/run/wireguard/" + iface + ".sock"); err == nil {
-			nsA.try(append(env, "wg-quick", "down", conf)...)
+			nsA.Try(append(env, "wg-quick", "down", conf)...)
 		}
 	})
-	t.Log(nsA.run(append(env, "wg-quick", "up", conf)...))
+	t.Log(nsA.Run(append(env, "wg-quick", "up", conf)...))
 	pid := findDaemon(bin, iface)
 	if pid == 0 {
 		t.Fatalf("wg-quick up succeeded but no fips-go daemon runs for %s", iface)
@@ -75,9 +77,9 @@ AllowedIPs = 10.200.0.2/32
 		t.Errorf("B shows no handshake with the wg-quick interface")
 	}
 
-	t.Log(nsA.run(append(env, "wg-quick", "down", conf)...))
+	t.Log(nsA.Run(append(env, "wg-quick", "down", conf)...))
 	eventually(t, 2*time.Second, "fips-go exits after wg-quick down", func() bool { return !processAlive(pid) })
-	if _, err := nsA.try("ip", "link", "show", "dev", iface); err == nil {
+	if _, err := nsA.Try("ip", "link", "show", "dev", iface); err == nil {
 		t.Errorf("%s still exists after wg-quick down", iface)
 	}
 	if _, err := os.Stat("/var/run/wireguard/" + iface + ".sock"); err == nil {
@@ -87,9 +89,9 @@ AllowedIPs = 10.200.0.2/32
 
 // linkMTU is dev's MTU inside ns.
 func (ns *netns) linkMTU(dev string) int {
-	ns.t.Helper()
+	ns.T.Helper()
 	var mtu int
-	out := ns.run("cat", "/sys/class/net/"+dev+"/mtu")
+	out := ns.Run("cat", "/sys/class/net/"+dev+"/mtu")
 	fmt.Sscanf(out, "%d", &mtu)
 	return mtu
 }

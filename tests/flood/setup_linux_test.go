@@ -11,48 +11,25 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/netnstest"
 )
-
-// skipOrFail skips for reason, unless FIPS_E2E=1 demands the test runs.
-func skipOrFail(t testing.TB, format string, args ...any) {
-	t.Helper()
-	reason := fmt.Sprintf(format, args...)
-	if os.Getenv("FIPS_E2E") == "1" {
-		t.Fatalf("FIPS_E2E=1 but %s", reason)
-	}
-	t.Skip(reason)
-}
 
 func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		skipOrFail(t, "needs root (network namespaces, TUN devices, raw sockets)")
+		netnstest.SkipOrFail(t, "needs root (network namespaces, TUN devices, raw sockets)")
 	}
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		skipOrFail(t, "needs /dev/net/tun: %v", err)
+		netnstest.SkipOrFail(t, "needs /dev/net/tun: %v", err)
 	}
 	for _, n := range []string{"ip", "wg", "iperf3", "ping"} {
 		if _, err := exec.LookPath(n); err != nil {
-			skipOrFail(t, "needs %s in PATH (bash scripts/deps.sh installs it)", n)
-		}
-	}
-}
-
-var nameSeq atomic.Int32
-
-// uniqueName is at most 15 bytes (an interface name) and unique
-// machine-wide: /var/run/wireguard is shared by every namespace.
-func uniqueName(prefix string) string {
-	for {
-		n := fmt.Sprintf("%s%03x%d", prefix, os.Getpid()&0xfff, nameSeq.Add(1))
-		if _, err := os.Stat("/var/run/wireguard/" + n + ".sock"); err != nil {
-			return n
+			netnstest.SkipOrFail(t, "needs %s in PATH (bash scripts/deps.sh installs it)", n)
 		}
 	}
 }
@@ -102,95 +79,25 @@ func buildImpls(t testing.TB, all bool) []impl {
 	return impls
 }
 
-// netns is a namespace the test created; destroy ends what runs in it.
-type netns struct {
-	t    testing.TB
-	name string
-}
+// netns is a namespace the test created (see netnstest.NS).
+type netns struct{ *netnstest.NS }
 
-func newNetns(t testing.TB, prefix string) *netns {
-	t.Helper()
-	ns := &netns{t: t, name: uniqueName(prefix)}
-	if out, err := exec.Command("ip", "netns", "add", ns.name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v\n%s", ns.name, err, out)
-	}
-	t.Cleanup(ns.destroy)
-	ns.run("ip", "link", "set", "lo", "up")
-	return ns
-}
-
-func (ns *netns) destroy() {
-	deadline := time.Now().Add(5 * time.Second)
-	sig := syscall.SIGTERM
-	for {
-		pids := ns.pids()
-		if len(pids) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			sig = syscall.SIGKILL
-		}
-		for _, p := range pids {
-			syscall.Kill(p, sig)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if out, err := exec.Command("ip", "netns", "del", ns.name).CombinedOutput(); err != nil {
-		ns.t.Errorf("ip netns del %s: %v\n%s", ns.name, err, out)
-	}
-}
-
-func (ns *netns) pids() []int {
-	out, err := exec.Command("ip", "netns", "pids", ns.name).Output()
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(out)) {
-		if p, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, p)
-		}
-	}
-	return pids
-}
-
-func (ns *netns) command(ctx context.Context, args ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns.name}, args...)...)
-}
-
-func (ns *netns) try(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := ns.command(ctx, args...).CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("%s: %v: %w\n%s", ns.name, args, err, out)
-	}
-	return string(out), nil
-}
-
-func (ns *netns) run(args ...string) string {
-	ns.t.Helper()
-	out, err := ns.try(args...)
-	if err != nil {
-		ns.t.Fatal(err)
-	}
-	return out
-}
+func newNetns(t testing.TB, prefix string) *netns { return &netns{netnstest.New(t, prefix)} }
 
 // link joins a and b with a veth pair, addresses a4 and b4 (with prefix
 // length), and returns the interface names.
 func link(t testing.TB, a, b *netns, a4, b4 string) (ifA, ifB string) {
 	t.Helper()
-	ifA, ifB = uniqueName("flva"), uniqueName("flvb")
-	out, err := exec.Command("ip", "link", "add", ifA, "netns", a.name, "type", "veth",
-		"peer", "name", ifB, "netns", b.name).CombinedOutput()
+	ifA, ifB = netnstest.UniqueName("flva"), netnstest.UniqueName("flvb")
+	out, err := exec.Command("ip", "link", "add", ifA, "netns", a.Name, "type", "veth",
+		"peer", "name", ifB, "netns", b.Name).CombinedOutput()
 	if err != nil {
 		t.Fatalf("creating veth: %v\n%s", err, out)
 	}
-	a.run("ip", "addr", "add", a4, "dev", ifA)
-	b.run("ip", "addr", "add", b4, "dev", ifB)
-	a.run("ip", "link", "set", ifA, "up")
-	b.run("ip", "link", "set", ifB, "up")
+	a.Run("ip", "addr", "add", a4, "dev", ifA)
+	b.Run("ip", "addr", "add", b4, "dev", ifB)
+	a.Run("ip", "link", "set", ifA, "up")
+	b.Run("ip", "link", "set", ifB, "up")
 	return ifA, ifB
 }
 
@@ -223,8 +130,8 @@ type daemon struct {
 
 func startDaemon(t testing.TB, ns *netns, im impl, prefix string) *daemon {
 	t.Helper()
-	d := &daemon{ns: ns, iface: uniqueName(prefix), done: make(chan struct{})}
-	d.cmd = ns.command(context.Background(), im.bin, "-f", d.iface)
+	d := &daemon{ns: ns, iface: netnstest.UniqueName(prefix), done: make(chan struct{})}
+	d.cmd = ns.Command(context.Background(), im.bin, "-f", d.iface)
 	d.cmd.Env = append(os.Environ(), "LOG_LEVEL=error", "WG_PROCESS_FOREGROUND=1")
 	d.cmd.Stdout, d.cmd.Stderr = os.Stderr, os.Stderr
 	if err := d.cmd.Start(); err != nil {

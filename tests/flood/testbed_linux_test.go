@@ -51,17 +51,17 @@ func newTestbed(t testing.TB, im impl) *testbed {
 	b.nsV, b.nsI, b.nsA = newNetns(t, "flV"), newNetns(t, "flI"), newNetns(t, "flA")
 	link(t, b.nsI, b.nsV, undInitiator+"/24", undVictimI+"/24")
 	_, b.victimAttackerIface = link(t, b.nsA, b.nsV, undAttacker+"/24", undVictimA+"/24")
-	b.nsV.run("ip", "route", "add", floodSources, "via", undAttacker)
-	b.nsA.run("ip", "route", "add", "local", floodSources, "dev", "lo")
-	b.nsV.run("sh", "-c", "for f in /proc/sys/net/ipv4/conf/*/rp_filter; do echo 0 > $f; done")
+	b.nsV.Run("ip", "route", "add", floodSources, "via", undAttacker)
+	b.nsA.Run("ip", "route", "add", "local", floodSources, "dev", "lo")
+	b.nsV.Run("sh", "-c", "for f in /proc/sys/net/ipv4/conf/*/rp_filter; do echo 0 > $f; done")
 
 	b.keyV, b.keyI = newKeypair(t), newKeypair(t)
 	b.victim = startDaemon(t, b.nsV, im, "flwv")
 	b.initiator = startDaemon(t, b.nsI, im, "flwi")
-	b.nsV.run("wg", "set", b.victim.iface, "listen-port", strconv.Itoa(victimPort),
+	b.nsV.Run("wg", "set", b.victim.iface, "listen-port", strconv.Itoa(victimPort),
 		"private-key", b.keyV.privFile, "peer", b.keyI.pub,
 		"endpoint", fmt.Sprintf("%s:%d", undInitiator, victimPort), "allowed-ips", tunInitiator+"/32")
-	b.nsI.run("wg", "set", b.initiator.iface, "listen-port", strconv.Itoa(victimPort),
+	b.nsI.Run("wg", "set", b.initiator.iface, "listen-port", strconv.Itoa(victimPort),
 		"private-key", b.keyI.privFile)
 	b.addVictimPeer()
 	for _, x := range []struct {
@@ -69,13 +69,13 @@ func newTestbed(t testing.TB, im impl) *testbed {
 		iface string
 		addr  string
 	}{{b.nsV, b.victim.iface, tunVictim}, {b.nsI, b.initiator.iface, tunInitiator}} {
-		x.ns.run("ip", "addr", "add", x.addr+"/24", "dev", x.iface)
-		x.ns.run("ip", "link", "set", x.iface, "mtu", "1420", "up")
+		x.ns.Run("ip", "addr", "add", x.addr+"/24", "dev", x.iface)
+		x.ns.Run("ip", "link", "set", x.iface, "mtu", "1420", "up")
 	}
-	if _, err := b.nsI.try("ping", "-n", "-c", "1", "-w", "20", "-i", "0.2", tunVictim); err != nil {
+	if _, err := b.nsI.Try("ping", "-n", "-c", "1", "-w", "20", "-i", "0.2", tunVictim); err != nil {
 		t.Fatalf("%s: tunnel does not come up: %v", im.name, err)
 	}
-	srv := b.nsV.command(context.Background(), "iperf3", "-s", "-p", "5201")
+	srv := b.nsV.Command(context.Background(), "iperf3", "-s", "-p", "5201")
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func newTestbed(t testing.TB, im impl) *testbed {
 
 // addVictimPeer (re)configures the initiator's peer: the victim.
 func (b *testbed) addVictimPeer() {
-	b.nsI.run("wg", "set", b.initiator.iface, "peer", b.keyV.pub,
+	b.nsI.Run("wg", "set", b.initiator.iface, "peer", b.keyV.pub,
 		"endpoint", fmt.Sprintf("%s:%d", undVictimI, victimPort), "allowed-ips", tunVictim+"/32")
 }
 
@@ -154,7 +154,7 @@ func (b *testbed) measure(sc scenario, secs int, warm time.Duration) measurement
 }
 
 func (b *testbed) victimRx() int64 {
-	out, err := b.nsV.try("cat", "/sys/class/net/"+b.victimAttackerIface+"/statistics/rx_packets")
+	out, err := b.nsV.Try("cat", "/sys/class/net/"+b.victimAttackerIface+"/statistics/rx_packets")
 	if err != nil {
 		return 0
 	}
@@ -164,7 +164,7 @@ func (b *testbed) victimRx() int64 {
 
 // rtt is the average of 20 pings 50 ms apart, 0 if none came back.
 func (b *testbed) rtt() float64 {
-	out, _ := b.nsI.try("ping", "-n", "-q", "-c", "20", "-i", "0.05", "-W", "1", tunVictim)
+	out, _ := b.nsI.Try("ping", "-n", "-q", "-c", "20", "-i", "0.05", "-W", "1", tunVictim)
 	for _, l := range strings.Split(out, "\n") {
 		if strings.HasPrefix(l, "rtt") {
 			f := strings.Split(strings.Fields(l)[3], "/")
@@ -177,7 +177,7 @@ func (b *testbed) rtt() float64 {
 
 // iperf runs one TCP stream from the initiator to the victim.
 func (b *testbed) iperf(secs int) (float64, string) {
-	out, err := b.nsI.try("iperf3", "-c", tunVictim, "-p", "5201", "-t", strconv.Itoa(secs), "-J")
+	out, err := b.nsI.Try("iperf3", "-c", tunVictim, "-p", "5201", "-t", strconv.Itoa(secs), "-J")
 	var r struct {
 		End struct {
 			SumReceived struct {
@@ -206,10 +206,10 @@ func (b *testbed) iperf(secs int) (float64, string) {
 // times how long until a ping through the tunnel is answered: the new
 // handshake, initiated by the initiator, is what that waits for.
 func (b *testbed) freshHandshake() float64 {
-	b.nsI.run("wg", "set", b.initiator.iface, "peer", b.keyV.pub, "remove")
+	b.nsI.Run("wg", "set", b.initiator.iface, "peer", b.keyV.pub, "remove")
 	start := time.Now()
 	b.addVictimPeer()
-	if _, err := b.nsI.try("ping", "-n", "-c", "1", "-w", "30", "-i", "0.05", tunVictim); err != nil {
+	if _, err := b.nsI.Try("ping", "-n", "-c", "1", "-w", "30", "-i", "0.05", tunVictim); err != nil {
 		return -1
 	}
 	return time.Since(start).Seconds()
@@ -231,7 +231,7 @@ func (b *testbed) startAttacker(sc scenario) (stop func() attackResult) {
 		Cookies:   sc.cookies,
 		SrcPort:   attackSrcPort,
 	})
-	cmd := b.nsA.command(context.Background(), exe)
+	cmd := b.nsA.Command(context.Background(), exe)
 	cmd.Env = append(os.Environ(), attackerEnv+"="+string(spec))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
