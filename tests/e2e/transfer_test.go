@@ -62,10 +62,13 @@ func TestUDPUnderLoad(t *testing.T) {
 			}
 			// The devices wait rather than drop when their queues are full:
 			// no drop counter may move except for packets with no route
-			// (the kernel's own IPv6 chatter before the test's routes exist).
+			// (the kernel's own IPv6 chatter before the test's routes exist)
+			// and CoDel's, which drops on purpose when packets wait over
+			// 1 ms for 10 ms (a loaded machine starving the daemon does
+			// that; the drops are its congestion signal, not an overflow).
 			for side, c := range map[string]map[string]uint64{"sender": p.a.counters(), "receiver": p.b.counters()} {
 				for k, v := range c {
-					if strings.Contains(k, "drop") && k != "tx_drop_no_route" && v != 0 {
+					if strings.Contains(k, "drop") && k != "tx_drop_no_route" && !strings.Contains(k, "aqm") && v != 0 {
 						t.Errorf("fips-go %s dropped %d packets: %s", side, v, k)
 					}
 				}
