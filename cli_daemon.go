@@ -206,7 +206,6 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig) error {
 	d, err := device.New(t, conn.NewDefault(bindOptions(logf)), device.Options{
 		Logf:       errf,
 		Timers:     testTimerParams(),
-		GROBuffers: envInt("FIPS_GO_TUN_GRO_BUFFERS", 16),
 		PeerQueue:  envInt("FIPS_GO_PEER_QUEUE", 0),
 		Workers:    envInt("FIPS_GO_WORKERS", 0),
 		AQM:        aqmParams(errf),

@@ -145,7 +145,6 @@ func listenUAPI(o userspaceOptions, h ipc.Handler) (*ipc.Listener, error) {
 func kernelTUNOptions(logf func(string, ...any)) device.Options {
 	return device.Options{
 		Logf:       logf,
-		GROBuffers: envInt("FIPS_GO_TUN_GRO_BUFFERS", 16),
 		PeerQueue:  envInt("FIPS_GO_PEER_QUEUE", 0),
 	}
 }

@@ -52,11 +52,6 @@ type Options struct {
 	// HandshakeQueue caps queued handshake messages; a quarter full counts
 	// as "under load" and makes the device demand cookies (default 1024).
 	HandshakeQueue int
-	// GROBuffers is the number of 64 KiB buffers lent to TUN writes so that
-	// a TUN which coalesces on write (the kernel TUN with offloads) has room
-	// to merge each flow's packets. 0 turns this off (in-memory and netstack
-	// TUNs coalesce on their own).
-	GROBuffers int
 	// AQM sets the sojourn-time controller on each peer's queues (zero:
 	// aqm's defaults, 1 ms target, 10 ms interval; negative Target: off).
 	AQM aqm.Params
@@ -176,7 +171,6 @@ type Device struct {
 	lastMTUProbe atomic.Int64
 	pools        atomic.Pointer[pools] // swapped whole when the MTU outgrows the buffers
 	staging      *stagePool
-	gro          *groBufs // nil when GROBuffers is 0
 	ctr          counters
 	aqmOff       bool // opts.AQM.Off(), read per batch
 	sojourn      [numStages]hist.Hist
@@ -255,7 +249,6 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 	d.mtu.Store(int32(mtu))
 	d.pools.Store(d.newPools(bufSizeFor(mtu)))
 	d.wheel = newTimerWheel(d)
-	d.gro = newGROBufs(opts.GROBuffers)
 	d.staging = newStagePool(opts.StagingBuffers, max(mtu, 1500))
 
 	d.cfgMu.Lock()

@@ -197,8 +197,6 @@ func (p *Peer) deliver(b *batch) {
 		p.authenticatedReceive(kp, b.eps[last], data > 0, now)
 	}
 	if len(b.out) > 0 {
-		var lent [maxHeads][]byte
-		n := d.gro.lendHeads(b.out, &lent)
 		if _, err := d.tun.Write(b.out, tun.Headroom); err == nil {
 			d.ctr.add(cRxPackets, uint64(len(b.out)))
 		} else if !d.stopping() {
@@ -207,9 +205,6 @@ func (p *Peer) deliver(b *batch) {
 			if d.ctr[cRxTUNWriteErrors].Add(1) == 1 {
 				d.opts.Logf("device: TUN write (logged once, then counted in rx_tun_write_errors): %v", err)
 			}
-		}
-		if n > 0 {
-			d.gro.returnHeads(&lent, n)
 		}
 		d.observe(stageRx, b, len(b.out), d.now())
 	}

@@ -40,6 +40,7 @@ func createKernelFromFile(f *os.File, mtu int) (Device, error) {
 type kernelDevice struct {
 	wgtun.Device
 	file   *os.File   // the TUN, which can tell where its interface lives
+	gro    *groWriter // our write path; nil without a virtio-net header
 	own    nsID       // our namespace: sockets there need no setns
 	events chan Event // ours, closed once both sources below have stopped
 	done   chan struct{}
@@ -61,6 +62,7 @@ func newKernelDevice(inner wgtun.Device) *kernelDevice {
 		events: make(chan Event, 8),
 		done:   make(chan struct{}),
 	}
+	d.gro = newGROWriter(d.file)
 	var s *nsSocket
 	own, err := ownNetns()
 	if err == nil {
@@ -99,6 +101,12 @@ func newKernelDevice(inner wgtun.Device) *kernelDevice {
 // Write implements Device. On error no count of packets is known, so it
 // reports 0 along with the error.
 func (d *kernelDevice) Write(bufs [][]byte, offset int) (int, error) {
+	if d.gro != nil {
+		if err := d.gro.write(bufs, offset); err != nil {
+			return 0, err
+		}
+		return len(bufs), nil
+	}
 	if _, err := d.Device.Write(bufs, offset); err != nil {
 		return 0, err
 	}

@@ -1,0 +1,381 @@
+package tun
+
+import "encoding/binary"
+
+// This file plans how a batch of packets is written to a kernel TUN that has
+// IFF_VNET_HDR and the TSO/USO offloads on: consecutive TCP segments (and,
+// where the kernel takes them, UDP datagrams) of one flow become one
+// super-packet with a virtio-net header that tells the kernel how to treat
+// it as the segments it was. The kernel's TCP stack then sees one large
+// packet instead of dozens, which is most of what makes receiving fast.
+//
+// Unlike the coalescing in golang.zx2c4.com/wireguard/tun, nothing is copied
+// and no checksum is read: the super-packet is the head packet plus the
+// later packets' payloads as separate slices for one writev, and the packets
+// just passed the AEAD of their session, so their bytes are the sender's
+// (kernel WireGuard marks them CHECKSUM_UNNECESSARY for the same reason).
+// Single packets go out with the data-valid flag, coalesced ones with the
+// pseudo-header sum in place, as the checksum offload of a NIC expects.
+
+// The virtio-net header (struct virtio_net_hdr, without num_buffers) in
+// front of every packet read from or written to such a TUN. Its 16-bit
+// fields are in the host's byte order (a legacy virtio header; we never set
+// TUNSETVNETLE or TUNSETVNETBE).
+//
+//	0      1         2        4        6          8           10
+//	+------+---------+--------+--------+----------+-----------+
+//	|flags |gso_type |hdr_len |gso_size|csum_start|csum_offset|
+//	+------+---------+--------+--------+----------+-----------+
+const vnetHdrLen = 10
+
+const (
+	vnetFlagNeedsCsum = 1 // VIRTIO_NET_HDR_F_NEEDS_CSUM
+	vnetFlagDataValid = 2 // VIRTIO_NET_HDR_F_DATA_VALID
+
+	vnetGSONone  = 0 // VIRTIO_NET_HDR_GSO_NONE
+	vnetGSOTCPv4 = 1 // VIRTIO_NET_HDR_GSO_TCPV4
+	vnetGSOTCPv6 = 4 // VIRTIO_NET_HDR_GSO_TCPV6
+	vnetGSOUDPL4 = 5 // VIRTIO_NET_HDR_GSO_UDP_L4
+)
+
+type vnetHdr struct {
+	flags      uint8
+	gsoType    uint8
+	hdrLen     uint16
+	gsoSize    uint16
+	csumStart  uint16
+	csumOffset uint16
+}
+
+func (h vnetHdr) put(b []byte) {
+	_ = b[vnetHdrLen-1]
+	b[0], b[1] = h.flags, h.gsoType
+	binary.NativeEndian.PutUint16(b[2:], h.hdrLen)
+	binary.NativeEndian.PutUint16(b[4:], h.gsoSize)
+	binary.NativeEndian.PutUint16(b[6:], h.csumStart)
+	binary.NativeEndian.PutUint16(b[8:], h.csumOffset)
+}
+
+// Limits of one super-packet. The IP length fields cap it at 64 KiB; the
+// segment cap keeps a writev's iovec array small and is what Linux GRO
+// merges at most per packet by default too.
+const (
+	groMaxBytes = 65535
+	groMaxSegs  = 64
+	// groMaxFlows is how many flows a batch keeps a super-packet open for;
+	// a batch with more flows writes the excess as they come, still in order.
+	groMaxFlows = 16
+)
+
+const (
+	protoTCP = 6
+	protoUDP = 17
+
+	tcpFlagFIN = 0x01
+	tcpFlagSYN = 0x02
+	tcpFlagRST = 0x04
+	tcpFlagPSH = 0x08
+	tcpFlagACK = 0x10
+)
+
+// groKey is what makes two packets one flow for coalescing.
+type groKey struct {
+	addrs [32]byte
+	ports uint32
+	proto uint8
+	v6    bool
+}
+
+// groPkt is what the planner learns about one packet.
+type groPkt struct {
+	key      groKey
+	hasKey   bool // a TCP or UDP packet whose ports were read
+	eligible bool // may head or join a super-packet
+	ipLen    int  // IP header length
+	hdrLen   int  // IP plus transport header length
+	payload  int
+	seq      uint32 // TCP only
+	push     bool   // TCP PSH: the super-packet ends with it
+}
+
+// parseGRO reads pkt, an IP packet exactly as long as its length field says
+// (the data path trims to that before writing). It never reads past pkt.
+func parseGRO(pkt []byte) (g groPkt) {
+	if len(pkt) < 20 {
+		return g
+	}
+	switch pkt[0] >> 4 {
+	case 4:
+		ihl := int(pkt[0]&0xf) * 4
+		// A fragment's later pieces have no ports: neither key nor merge.
+		if ihl < 20 || len(pkt) < ihl || binary.BigEndian.Uint16(pkt[6:])&0x3fff != 0 {
+			return g
+		}
+		g.ipLen = ihl
+		g.key.proto = pkt[9]
+		copy(g.key.addrs[:8], pkt[12:20])
+		g.eligible = ihl == 20 && int(binary.BigEndian.Uint16(pkt[2:])) == len(pkt)
+	case 6:
+		if len(pkt) < 40 {
+			return g
+		}
+		g.ipLen = 40
+		g.key.v6 = true
+		g.key.proto = pkt[6] // extension headers: no key, so never merged
+		copy(g.key.addrs[:], pkt[8:40])
+		g.eligible = int(binary.BigEndian.Uint16(pkt[4:]))+40 == len(pkt)
+	default:
+		return g
+	}
+	hl := g.ipLen
+	switch {
+	case g.key.proto == protoTCP && len(pkt) >= hl+20:
+		th := int(pkt[hl+12]>>4) * 4
+		if th < 20 || len(pkt) < hl+th {
+			return groPkt{}
+		}
+		g.hdrLen = hl + th
+		g.seq = binary.BigEndian.Uint32(pkt[hl+4:])
+		flags := pkt[hl+13]
+		g.push = flags&tcpFlagPSH != 0
+		// Only plain data segments merge: the kernel's own GRO leaves
+		// SYN, FIN, RST, URG, ECE and CWR alone too.
+		g.eligible = g.eligible && flags&^tcpFlagPSH == tcpFlagACK
+	case g.key.proto == protoUDP && len(pkt) >= hl+8:
+		g.hdrLen = hl + 8
+		g.eligible = g.eligible && int(binary.BigEndian.Uint16(pkt[hl+4:])) == len(pkt)-hl
+	default:
+		return groPkt{}
+	}
+	g.hasKey = true
+	g.key.ports = binary.BigEndian.Uint32(pkt[hl:])
+	g.payload = len(pkt) - g.hdrLen
+	g.eligible = g.eligible && g.payload > 0
+	return g
+}
+
+// groRun is one super-packet being built: a chain of packet indices.
+type groRun struct {
+	key     groKey
+	head    int
+	tail    int
+	segs    int
+	gso     int    // payload size of the head; later segments are no larger
+	bytes   int    // IP length of the super-packet so far
+	nextSeq uint32 // TCP: the sequence number the next segment must carry
+}
+
+// groPlan is the planner's scratch, reused from batch to batch.
+type groPlan struct {
+	udp   bool // the TUN takes UDP super-packets (USO, Linux 6.2+)
+	pkts  []groPkt
+	next  []int32 // chain of each run: the next packet's index, -1 at the end
+	head  []bool  // the packet starts a write
+	runs  []groRun
+	open  [groMaxFlows]int // indices into runs of the runs still open
+	nOpen int
+}
+
+// plan groups pkts (each an IP packet) into writes. Afterwards, for every
+// i with p.head[i], the write starting at i is pkts i, next[i], ... in that
+// order; writes in order of i keep every flow in order.
+func (p *groPlan) plan(pkts [][]byte) {
+	n := len(pkts)
+	p.pkts = grow(p.pkts, n)
+	p.next = grow(p.next, n)
+	p.head = grow(p.head, n)
+	p.runs = p.runs[:0]
+	p.nOpen = 0
+	for i, pkt := range pkts {
+		g := parseGRO(pkt)
+		p.pkts[i], p.next[i], p.head[i] = g, -1, true
+		if !g.hasKey {
+			continue
+		}
+		slot := p.find(g.key)
+		if slot >= 0 {
+			r := &p.runs[p.open[slot]]
+			if p.fits(r, pkts, i) {
+				p.join(r, i)
+				if r.segs == groMaxSegs || g.push || g.payload < r.gso {
+					p.close(slot)
+				}
+				continue
+			}
+			// Whatever of the flow comes next must not overtake this
+			// packet, so the flow's super-packet ends here.
+			p.close(slot)
+		}
+		if g.eligible && !g.push && (g.key.proto == protoTCP || p.udp) {
+			p.start(i, g)
+		}
+	}
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+func (p *groPlan) find(k groKey) int {
+	for s := 0; s < p.nOpen; s++ {
+		if p.runs[p.open[s]].key == k {
+			return s
+		}
+	}
+	return -1
+}
+
+func (p *groPlan) close(slot int) {
+	p.nOpen--
+	p.open[slot] = p.open[p.nOpen]
+}
+
+func (p *groPlan) start(i int, g groPkt) {
+	if p.nOpen == groMaxFlows {
+		p.close(0)
+	}
+	p.runs = append(p.runs, groRun{
+		key: g.key, head: i, tail: i, segs: 1, gso: g.payload,
+		bytes: g.hdrLen + g.payload, nextSeq: g.seq + uint32(g.payload),
+	})
+	p.open[p.nOpen] = len(p.runs) - 1
+	p.nOpen++
+}
+
+func (p *groPlan) join(r *groRun, i int) {
+	g := &p.pkts[i]
+	p.next[r.tail] = int32(i)
+	p.head[i] = false
+	r.tail = i
+	r.segs++
+	r.bytes += g.payload
+	r.nextSeq = g.seq + uint32(g.payload)
+}
+
+// fits reports whether packet i may be appended to r: the kernel will cut
+// the super-packet back into exactly the packets it was made of, so every
+// header field the segments do not share in that cut must match the head's.
+func (p *groPlan) fits(r *groRun, pkts [][]byte, i int) bool {
+	g := &p.pkts[i]
+	h := &p.pkts[r.head]
+	if !g.eligible || g.payload > r.gso || r.bytes+g.payload > groMaxBytes || g.hdrLen != h.hdrLen {
+		return false
+	}
+	a, b := pkts[r.head], pkts[i]
+	if !sameIPHeader(a, b, g.key.v6) {
+		return false
+	}
+	if g.key.proto == protoUDP {
+		return true
+	}
+	hl := g.ipLen
+	return g.seq == r.nextSeq &&
+		// ack number and data offset; flags were checked by parseGRO
+		string(a[hl+8:hl+13]) == string(b[hl+8:hl+13]) &&
+		// window, urgent pointer and every option byte
+		string(a[hl+14:hl+16]) == string(b[hl+14:hl+16]) &&
+		string(a[hl+18:g.hdrLen]) == string(b[hl+18:g.hdrLen])
+}
+
+// sameIPHeader compares what the segments of one super-packet share: the
+// DSCP/ECN bits (a CE mark must not spread or vanish), TTL or hop limit, DF,
+// and for IPv6 the flow label. IPv4 IDs may differ, as in the kernel's GRO.
+func sameIPHeader(a, b []byte, v6 bool) bool {
+	if v6 {
+		return string(a[:4]) == string(b[:4]) && a[7] == b[7]
+	}
+	return a[1] == b[1] && a[8] == b[8] && a[6]&0x40 == b[6]&0x40
+}
+
+// prepare returns the virtio-net header for the write that starts with
+// packet i (p.head[i]). For a run of several packets it rewrites pkts[i]'s
+// headers into the super-packet's; the write is then pkts[i] followed by
+// pkts[j][p.pkts[i].hdrLen:] for each later j in the chain.
+func (p *groPlan) prepare(pkts [][]byte, i int) vnetHdr {
+	next := p.next[i]
+	if next < 0 {
+		return vnetHdr{flags: vnetFlagDataValid}
+	}
+	g := &p.pkts[i]
+	total, push := len(pkts[i]), false
+	for j := next; j >= 0; j = p.next[j] {
+		total += p.pkts[j].payload
+		push = p.pkts[j].push
+	}
+	return finishRun(pkts[i], g, g.payload, total, push)
+}
+
+// finishRun rewrites the head of a run with more than one packet into the
+// super-packet's header and returns the virtio-net header to write before
+// it. total is the super-packet's IP length.
+func finishRun(head []byte, g *groPkt, gso int, total int, push bool) vnetHdr {
+	hl := g.ipLen
+	h := vnetHdr{
+		flags:     vnetFlagNeedsCsum,
+		hdrLen:    uint16(g.hdrLen),
+		gsoSize:   uint16(gso),
+		csumStart: uint16(hl),
+	}
+	var sum uint32
+	if g.key.v6 {
+		binary.BigEndian.PutUint16(head[4:], uint16(total-hl))
+		sum = sumBytes(head[8:40], 0)
+	} else {
+		binary.BigEndian.PutUint16(head[2:], uint16(total))
+		head[10], head[11] = 0, 0
+		binary.BigEndian.PutUint16(head[10:], ^fold(sumBytes(head[:20], 0)))
+		sum = sumBytes(head[12:20], 0)
+	}
+	sum += uint32(g.key.proto) + uint32(total-hl)
+	if g.key.proto == protoTCP {
+		h.csumOffset = 16
+		h.gsoType = vnetGSOTCPv4
+		if g.key.v6 {
+			h.gsoType = vnetGSOTCPv6
+		}
+		if push {
+			head[hl+13] |= tcpFlagPSH
+		}
+	} else {
+		h.csumOffset = 6
+		h.gsoType = vnetGSOUDPL4
+		binary.BigEndian.PutUint16(head[hl+4:], uint16(total-hl))
+	}
+	// CHECKSUM_PARTIAL: the field holds the folded pseudo-header sum (not
+	// its complement); whoever finishes the checksum adds the rest to it.
+	binary.BigEndian.PutUint16(head[hl+int(h.csumOffset):], fold(sum))
+	return h
+}
+
+// sumBytes adds b as big-endian 16-bit words to sum, without folding.
+func sumBytes(b []byte, sum uint32) uint32 {
+	for len(b) >= 2 {
+		sum += uint32(b[0])<<8 | uint32(b[1])
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		sum += uint32(b[0]) << 8
+	}
+	return sum
+}
+
+// fold reduces a 32-bit one's-complement sum to 16 bits.
+func fold(sum uint32) uint16 {
+	for sum > 0xffff {
+		sum = sum>>16 + sum&0xffff
+	}
+	return uint16(sum)
+}
+
+// nothing plans every packet as a write of its own.
+func (p *groPlan) nothing(n int) {
+	p.pkts = grow(p.pkts, n)
+	p.next = grow(p.next, n)
+	p.head = grow(p.head, n)
+	for i := range n {
+		p.pkts[i], p.next[i], p.head[i] = groPkt{}, -1, true
+	}
+}
