@@ -239,6 +239,15 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig) error {
 			}
 		}
 	}
+	if path := os.Getenv("FIPS_GO_MEMPROFILE"); path != "" {
+		// Where the heap goes under real traffic; written on shutdown.
+		defer func() {
+			if f, err := os.Create(path + "." + name); err == nil {
+				_ = pprof.Lookup("heap").WriteTo(f, 0)
+				f.Close()
+			}
+		}()
+	}
 	logf("interface %s is up", name)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)

@@ -99,10 +99,10 @@ func (d *Device) Stats(maxPeers int) Stats {
 func (d *Device) queueStats() QueueStats {
 	ps := d.pools.Load()
 	return QueueStats{
-		Batches:              cap(ps.full.free),
-		BatchesInUse:         cap(ps.full.free) - len(ps.full.free),
-		SmallBatches:         cap(ps.small.free),
-		SmallBatchesInUse:    cap(ps.small.free) - len(ps.small.free),
+		Batches:              cap(ps.full.tokens),
+		BatchesInUse:         ps.full.inUse(),
+		SmallBatches:         cap(ps.small.tokens),
+		SmallBatchesInUse:    ps.small.inUse(),
 		HandshakeQueue:       len(d.hsq.q),
 		HandshakeQueueCap:    cap(d.hsq.q),
 		HandshakePriority:    len(d.hsqPrio.q),

@@ -1,6 +1,7 @@
 package device
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,8 +71,17 @@ func (b *batch) reset() {
 // batchPool is a fixed number of batches. get blocks when all are in use, so
 // a producer that outruns the crypto workers or the network waits instead of
 // allocating: this is the device's memory ceiling.
+//
+// The free batches are a stack: the most recently released is handed out
+// next. Its buffers are still in the CPU's cache, and a batch the load never
+// needed is never allocated, so the memory a pool holds is its peak use, not
+// its cap (a FIFO would cycle through, and allocate, every batch).
 type batchPool struct {
-	free    chan *batch
+	tokens chan struct{} // one per batch not in use: get takes one, release returns it
+
+	mu    sync.Mutex // guards stack
+	stack []*batch   // free batches; unallocated ones at the bottom
+
 	size    int // packets per batch
 	bufSize int // bytes per packet buffer
 	retired atomic.Bool
@@ -79,13 +89,38 @@ type batchPool struct {
 }
 
 func newBatchPool(count, size, bufSize int) *batchPool {
-	p := &batchPool{free: make(chan *batch, count), size: size, bufSize: bufSize, gone: make(chan struct{})}
-	for range count {
+	p := &batchPool{
+		tokens: make(chan struct{}, count),
+		stack:  make([]*batch, count),
+		size:   size, bufSize: bufSize, gone: make(chan struct{}),
+	}
+	for i := range count {
 		// Buffers are allocated on first use so that an idle device stays small.
-		p.free <- &batch{pool: p}
+		p.stack[i] = &batch{pool: p}
+		p.tokens <- struct{}{}
 	}
 	return p
 }
+
+// pop takes the top of the stack; the caller holds a token, so it is not
+// empty.
+func (p *batchPool) pop() *batch {
+	p.mu.Lock()
+	b := p.stack[len(p.stack)-1]
+	p.stack = p.stack[:len(p.stack)-1]
+	p.mu.Unlock()
+	return b
+}
+
+func (p *batchPool) push(b *batch) {
+	p.mu.Lock()
+	p.stack = append(p.stack, b)
+	p.mu.Unlock()
+	p.tokens <- struct{}{}
+}
+
+// inUse is how many batches are out, at this moment.
+func (p *batchPool) inUse() int { return cap(p.tokens) - len(p.tokens) }
 
 func (p *batchPool) alloc(b *batch) {
 	n := p.size
@@ -108,8 +143,8 @@ func (p *batchPool) alloc(b *batch) {
 // closes or the pool is retired.
 func (p *batchPool) get(stop <-chan struct{}) *batch {
 	select {
-	case b := <-p.free:
-		return p.prepare(b)
+	case <-p.tokens:
+		return p.prepare(p.pop())
 	case <-stop:
 		return nil
 	case <-p.gone:
@@ -125,8 +160,8 @@ func (p *batchPool) retire() {
 // tryGet returns a batch or nil without waiting.
 func (p *batchPool) tryGet() *batch {
 	select {
-	case b := <-p.free:
-		return p.prepare(b)
+	case <-p.tokens:
+		return p.prepare(p.pop())
 	default:
 		return nil
 	}
@@ -154,7 +189,7 @@ func (b *batch) release() {
 	if p.retired.Load() {
 		return
 	}
-	p.free <- b
+	p.push(b)
 }
 
 // smallBatch is the capacity of small batches.
