@@ -36,14 +36,13 @@ type groWriter struct {
 	doWrite func(fd uintptr) bool
 }
 
-// newGROWriter returns nil when f is not a TUN with a virtio-net header, in
-// which case the plain write path stays.
-func newGROWriter(f *os.File) *groWriter {
+// offloads reports whether f is a TUN with a virtio-net header (vnet), and
+// whether it takes UDP super-packets (USO, Linux 6.2+).
+func offloads(f *os.File) (vnet, udp bool) {
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return nil
+		return false, false
 	}
-	vnet, udp := false, false
 	_ = rc.Control(func(fd uintptr) {
 		ifr, err := unix.NewIfreq("")
 		if err != nil || unix.IoctlIfreq(int(fd), unix.TUNGETIFF, ifr) != nil {
@@ -54,15 +53,20 @@ func newGROWriter(f *os.File) *groWriter {
 			return
 		}
 		// The TUN package set these offloads already (USO only where the
-		// kernel has it, 6.2+); setting the same again is how we learn
-		// which, as there is no ioctl to read them.
+		// kernel has it); setting the same again is how we learn which,
+		// as there is no ioctl to read them.
 		const tcp = unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6
 		udp = unix.IoctlSetInt(int(fd), unix.TUNSETOFFLOAD, tcp|unix.TUN_F_USO4|unix.TUN_F_USO6) == nil
 		if !udp {
 			_ = unix.IoctlSetInt(int(fd), unix.TUNSETOFFLOAD, tcp)
 		}
 	})
-	if !vnet {
+	return vnet, udp
+}
+
+func newGROWriter(f *os.File, udp bool) *groWriter {
+	rc, err := f.SyscallConn()
+	if err != nil {
 		return nil
 	}
 	w := &groWriter{rc: rc}

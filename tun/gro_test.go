@@ -25,6 +25,8 @@ func kernelSplit(t *testing.T, frame []byte) [][]byte {
 		csumOffset: binary.NativeEndian.Uint16(frame[8:]),
 	}
 	pkt := frame[vnetHdrLen:]
+	ecn := h.gsoType&vnetGSOECN != 0
+	h.gsoType &^= vnetGSOECN
 	if h.gsoType == vnetGSONone {
 		if h.flags != vnetFlagDataValid {
 			t.Fatalf("single packet written with flags %#x, want data-valid", h.flags)
@@ -51,7 +53,10 @@ func kernelSplit(t *testing.T, frame []byte) [][]byte {
 		} else {
 			binary.BigEndian.PutUint32(s[hl+4:], binary.BigEndian.Uint32(pkt[hl+4:])+uint32(off))
 			if end < len(payload) {
-				s[hl+13] &^= tcpFlagPSH
+				s[hl+13] &^= tcpFlagPSH | tcpFlagFIN
+			}
+			if off > 0 && ecn {
+				s[hl+13] &^= tcpFlagCWR
 			}
 		}
 		segs = append(segs, s)

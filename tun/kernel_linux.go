@@ -39,10 +39,11 @@ func createKernelFromFile(f *os.File, mtu int) (Device, error) {
 // drops every packet that outgrew its buffers.
 type kernelDevice struct {
 	wgtun.Device
-	file   *os.File   // the TUN, which can tell where its interface lives
-	gro    *groWriter // our write path; nil without a virtio-net header
-	own    nsID       // our namespace: sockets there need no setns
-	events chan Event // ours, closed once both sources below have stopped
+	file   *os.File     // the TUN, which can tell where its interface lives
+	gro    *groWriter   // our write path; nil without a virtio-net header
+	split  *splitReader // our read path; nil likewise
+	own    nsID         // our namespace: sockets there need no setns
+	events chan Event   // ours, closed once both sources below have stopped
 	done   chan struct{}
 
 	// following is true while our link listener (follow) is the source of
@@ -62,7 +63,10 @@ func newKernelDevice(inner wgtun.Device) *kernelDevice {
 		events: make(chan Event, 8),
 		done:   make(chan struct{}),
 	}
-	d.gro = newGROWriter(d.file)
+	if vnet, udp := offloads(d.file); vnet {
+		d.gro = newGROWriter(d.file, udp)
+		d.split = newSplitReader(d.file)
+	}
 	var s *nsSocket
 	own, err := ownNetns()
 	if err == nil {
@@ -96,6 +100,14 @@ func newKernelDevice(inner wgtun.Device) *kernelDevice {
 		close(d.events)
 	}()
 	return d
+}
+
+// Read implements Device.
+func (d *kernelDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
+	if d.split != nil {
+		return d.split.read(bufs, sizes, offset)
+	}
+	return d.Device.Read(bufs, sizes, offset)
 }
 
 // Write implements Device. On error no count of packets is known, so it
