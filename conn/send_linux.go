@@ -102,6 +102,16 @@ func (b *LinuxBind) Send(bufs [][]byte, ep Endpoint) error {
 	if len(bufs) == 0 {
 		return nil
 	}
+	if st.connected != nil {
+		if cs := st.connected.lookup(dst); cs != nil && cs.carries(ep) {
+			if b.sendConnected(cs, bufs) == nil {
+				return nil
+			}
+			// Some datagrams may have left before the failure; the
+			// receiver's replay window drops the duplicates.
+			b.stats.connFallbacks.Add(1)
+		}
+	}
 	// The source must be of the destination's family: a peer that moved
 	// from IPv6 to IPv4 keeps no stale IPv6 source for the new address.
 	src := sendSource{addr: ep.Src.Unmap()}
@@ -213,7 +223,10 @@ func (sc *sendScratch) build(chunk [][]byte, src sendSource) int {
 		}
 		m := &sc.msgs[gi]
 		m.Len = 0
-		m.Hdr = unix.Msghdr{Name: &sc.name[0], Namelen: sc.nameLen, Iov: &sc.iovs[first]}
+		m.Hdr = unix.Msghdr{Iov: &sc.iovs[first]}
+		if sc.nameLen > 0 { // 0: a connected socket, which has its address
+			m.Hdr.Name, m.Hdr.Namelen = &sc.name[0], sc.nameLen
+		}
 		m.Hdr.SetIovlen(g.end - g.start)
 		c := control{src: src.addr, ifIndex: src.ifIndex}
 		if g.end-g.start > 1 {

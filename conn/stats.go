@@ -16,6 +16,9 @@ type counters struct {
 	rxBadControl   atomic.Uint64
 	sendErrors     atomic.Uint64
 	stickyFallback atomic.Uint64
+	connOpen       atomic.Int64
+	connFailures   atomic.Uint64
+	connFallbacks  atomic.Uint64
 	rxPackets      atomic.Uint64
 	rxMessages     atomic.Uint64
 	txPackets      atomic.Uint64
@@ -32,6 +35,9 @@ func (c *counters) snapshot() Stats {
 		RxBadControl:   c.rxBadControl.Load(),
 		SendErrors:     c.sendErrors.Load(),
 		StickyFallback: c.stickyFallback.Load(),
+		ConnOpen:       uint64(max(0, c.connOpen.Load())),
+		ConnFailures:   c.connFailures.Load(),
+		ConnFallbacks:  c.connFallbacks.Load(),
 		RxPackets:      c.rxPackets.Load(),
 		RxMessages:     c.rxMessages.Load(),
 		TxPackets:      c.txPackets.Load(),
