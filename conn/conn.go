@@ -125,10 +125,12 @@ type Stats struct {
 	SendErrors     uint64
 	StickyFallback uint64 // sends retried without the sticky source address
 
-	// Connected per-endpoint sockets (ConnectBind): how many are open now,
-	// how many Connect calls failed (cap reached, or the kernel refused),
-	// and how many sends on one failed and went out on the shared socket.
-	ConnOpen      uint64
+	// Connected per-endpoint sockets (ConnectBind): how many were opened
+	// and closed (the difference is open now), how many Connect calls
+	// failed (cap reached, or the kernel refused), and how many sends on
+	// one failed and went out on the shared socket instead.
+	ConnOpened    uint64
+	ConnClosed    uint64
 	ConnFailures  uint64
 	ConnFallbacks uint64
 

@@ -87,7 +87,7 @@ func (b *LinuxBind) Connect(ep Endpoint) (PeerConn, error) {
 		}
 		return nil, err
 	}
-	b.stats.connOpen.Add(1)
+	b.stats.connOpened.Add(1)
 	return cs, nil
 }
 
@@ -278,7 +278,7 @@ func (cs *connSocket) Close() error {
 func (cs *connSocket) shutdown() {
 	cs.once.Do(func() {
 		cs.sock.conn.Close()
-		cs.t.b.stats.connOpen.Add(-1)
+		cs.t.b.stats.connClosed.Add(1)
 	})
 }
 

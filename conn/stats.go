@@ -16,7 +16,8 @@ type counters struct {
 	rxBadControl   atomic.Uint64
 	sendErrors     atomic.Uint64
 	stickyFallback atomic.Uint64
-	connOpen       atomic.Int64
+	connOpened     atomic.Uint64
+	connClosed     atomic.Uint64
 	connFailures   atomic.Uint64
 	connFallbacks  atomic.Uint64
 	rxPackets      atomic.Uint64
@@ -35,7 +36,8 @@ func (c *counters) snapshot() Stats {
 		RxBadControl:   c.rxBadControl.Load(),
 		SendErrors:     c.sendErrors.Load(),
 		StickyFallback: c.stickyFallback.Load(),
-		ConnOpen:       uint64(max(0, c.connOpen.Load())),
+		ConnOpened:     c.connOpened.Load(),
+		ConnClosed:     c.connClosed.Load(),
 		ConnFailures:   c.connFailures.Load(),
 		ConnFallbacks:  c.connFallbacks.Load(),
 		RxPackets:      c.rxPackets.Load(),

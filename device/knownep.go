@@ -50,14 +50,15 @@ func (k *knownEndpoints) move(old netip.AddrPort, hadOld bool, new netip.AddrPor
 func (p *Peer) setEndpoint(ep conn.Endpoint) {
 	p.epMu.Lock()
 	defer p.epMu.Unlock()
-	old, had := p.ep.Dst, p.epKnown
+	oldEp, had := p.ep, p.epKnown
 	if p.hasEp && p.ep.Dst != ep.Dst {
 		p.epChanges.Add(1)
 	}
 	p.ep, p.hasEp = ep, true
 	p.epKnown = p.d != nil && !p.removed.Load() && ep.Dst.IsValid()
 	if p.d != nil {
-		p.d.known.move(old, had, ep.Dst, p.epKnown)
+		p.d.known.move(oldEp.Dst, had, ep.Dst, p.epKnown)
+		p.d.socks.move(p.d, oldEp, had, ep, p.epKnown)
 	}
 }
 
@@ -68,6 +69,7 @@ func (p *Peer) forgetEndpoint() {
 	defer p.epMu.Unlock()
 	if p.epKnown {
 		p.d.known.move(p.ep.Dst, true, netip.AddrPort{}, false)
+		p.d.socks.move(p.d, p.ep, true, conn.Endpoint{}, false)
 		p.epKnown = false
 	}
 }
