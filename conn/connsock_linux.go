@@ -255,11 +255,17 @@ func (cs *connSocket) Wait() error {
 // the caller's problem: it reads as "nothing now".
 func (cs *connSocket) Receive(bufs [][]byte, sizes []int, eps []Endpoint) (int, error) {
 	n, err := cs.r.receive(bufs, sizes, eps)
-	var errno syscall.Errno
-	if err != nil && !errors.Is(err, net.ErrClosed) && errors.As(err, &errno) {
+	if err != nil && socketErrno(err) {
 		return 0, nil
 	}
 	return n, err
+}
+
+// socketErrno reports an errno from the socket, as opposed to its closing.
+// Apart so that the steady state, which has no error, allocates nothing.
+func socketErrno(err error) bool {
+	var errno syscall.Errno
+	return !errors.Is(err, net.ErrClosed) && errors.As(err, &errno)
 }
 
 // Send implements PeerConn.
