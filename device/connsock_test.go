@@ -1,6 +1,10 @@
 package device
 
 import (
+	"crypto/rand"
+	"runtime"
+
+	"github.com/fips-go/fips-go/device/noise"
 	"net/netip"
 	"testing"
 	"time"
@@ -121,4 +125,52 @@ func TestConnectedSocketsFallback(t *testing.T) {
 			t.Fatalf("a: connected sockets opened while off: %+v", s)
 		}
 	})
+}
+
+// TestConnectedSocketCapAndCost configures more peers with endpoints than
+// the cap allows: the first 1,024 get a socket, the rest use the shared
+// one, and what each socket costs (heap and reader stack, measured
+// against the same peers with connected sockets off) stays small.
+// Removing the peers closes every socket and ends every reader.
+func TestConnectedSocketCapAndCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens a thousand sockets")
+	}
+	checkGoroutines(t)
+	const peers = 1100
+	cost := func(o conn.Options) (perPeer float64, n *node) {
+		lo := netip.MustParseAddr("127.0.0.1")
+		n = newNode(t, memtun.New("c", 1420, 16), conn.NewLinux(o), addrA, lo, Options{})
+		cfg := &Config{}
+		for i := range peers {
+			key, _ := noise.GeneratePrivateKey(rand.Reader)
+			ep := netip.AddrPortFrom(lo, uint16(20000+i))
+			cfg.Peers = append(cfg.Peers, PeerConfig{PublicKey: key.PublicKey(), Endpoint: &ep})
+		}
+		before := heapAndStacks()
+		if err := n.dev.Apply(cfg); err != nil {
+			t.Fatal(err)
+		}
+		return float64(heapAndStacks()-before) / peers, n
+	}
+	off, _ := cost(conn.Options{MaxConnected: -1})
+	on, n := cost(conn.Options{})
+	wantSockets(t, n, 1024, peers)
+	perSocket := (on - off) * peers / 1024
+	t.Logf("per peer: %.0f B without connected sockets, %.0f B with; per connected socket %.1f KiB", off, on, perSocket/1024)
+	if perSocket > 16<<10 {
+		t.Fatalf("a connected socket costs %.1f KiB, want under 16 KiB", perSocket/1024)
+	}
+	if err := n.dev.Apply(&Config{ReplacePeers: true}); err != nil {
+		t.Fatal(err)
+	}
+	wantSockets(t, n, 0, 0)
+}
+
+// heapAndStacks is live heap plus goroutine stacks after a GC.
+func heapAndStacks() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc + ms.StackInuse
 }
