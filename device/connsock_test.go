@@ -2,15 +2,14 @@ package device
 
 import (
 	"crypto/rand"
-	"runtime"
-
-	"github.com/fips-go/fips-go/device/noise"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/conn/membind"
+	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
 
