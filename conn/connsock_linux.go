@@ -309,7 +309,7 @@ func (b *LinuxBind) sendConnected(cs *connSocket, bufs [][]byte) error {
 	sc := b.sendPool.get()
 	defer b.sendPool.put(sc)
 	sc.nameLen = 0
-	var src sendSource
+	src := cs.checkedSource()
 	for len(bufs) > 0 {
 		chunk := bufs[:min(len(bufs), len(sc.msgs))]
 		bufs = bufs[len(chunk):]
@@ -322,6 +322,24 @@ func (b *LinuxBind) sendConnected(cs *connSocket, bufs [][]byte) error {
 		}
 	}
 	return nil
+}
+
+// checkedSource is the source a send on cs names explicitly so that the
+// kernel checks it is still ours. An IPv4 socket needs none: deleting a
+// local address invalidates the route the socket cached, and the new
+// lookup refuses the gone source. IPv6 keeps sending from a deleted
+// address, so its sends carry IPV6_PKTINFO, which the kernel validates
+// (at the price of the route lookup a connected send would skip).
+func (cs *connSocket) checkedSource() sendSource {
+	src := cs.ep.Src
+	if !src.Is6() || !cs.sock.pktinfo {
+		return sendSource{}
+	}
+	s := sendSource{addr: src, fixed: true}
+	if src.IsLinkLocalUnicast() {
+		s.ifIndex = cs.ep.SrcIfIndex
+	}
+	return s
 }
 
 // listenShared opens a UDP socket on port with SO_REUSEPORT set before the

@@ -3,10 +3,12 @@ package conn
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -365,4 +367,89 @@ func TestWildcardConnectedSocketTakesOnlyItsPeer(t *testing.T) {
 	if string(got[0]) != "from a" {
 		t.Fatalf("connected socket got %q, want a's datagram only", got[0])
 	}
+}
+
+// in6Ifreq is struct in6_ifreq for SIOCSIFADDR/SIOCDIFADDR on IPv6.
+type in6Ifreq struct {
+	addr      [16]byte
+	prefixlen uint32
+	ifindex   int32
+}
+
+// loAddr6 adds (add) or deletes an IPv6 /128 on lo, from the calling
+// thread's namespace.
+func loAddr6(a netip.Addr, add bool) error {
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		return err
+	}
+	req := in6Ifreq{addr: a.As16(), prefixlen: 128, ifindex: int32(lo.Index)}
+	op := uintptr(unix.SIOCDIFADDR)
+	if add {
+		op = unix.SIOCSIFADDR
+	}
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), op, uintptr(unsafe.Pointer(&req))); e != 0 {
+		return fmt.Errorf("ioctl %#x %v: %w", op, a, e)
+	}
+	return nil
+}
+
+// TestConnectedSocketLosesItsAddress: an IPv6 connected socket whose local
+// address is deleted would go on sending from it (IPv6 does not revalidate
+// a connected socket's source); the send must notice, fall back to the
+// shared socket, which picks a live source, and stop using the stale one.
+func TestConnectedSocketLosesItsAddress(t *testing.T) {
+	inNetns(t, 65536, func() error {
+		mine, peerAddr := netip.MustParseAddr("fd00::a"), netip.MustParseAddr("fd00::b")
+		for _, a := range []netip.Addr{mine, peerAddr} {
+			if err := loAddr6(a, true); err != nil {
+				return err
+			}
+		}
+		peer, err := net.ListenUDP("udp6", &net.UDPAddr{IP: peerAddr.AsSlice()})
+		if err != nil {
+			return err
+		}
+		defer peer.Close()
+		peerAP := peer.LocalAddr().(*net.UDPAddr).AddrPort()
+		b := NewLinux(Options{})
+		_, port, err := b.Open(0)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		if _, err := b.Connect(Endpoint{Dst: peerAP, Src: mine}); err != nil {
+			return err
+		}
+		from := func() (netip.AddrPort, error) {
+			if err := b.Send([][]byte{[]byte("x")}, Endpoint{Dst: peerAP}); err != nil {
+				return netip.AddrPort{}, err
+			}
+			buf := make([]byte, 10)
+			peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, ap, err := peer.ReadFromUDPAddrPort(buf)
+			return ap, err
+		}
+		if ap, err := from(); err != nil || ap != netip.AddrPortFrom(mine, port) {
+			return fmt.Errorf("before: from %v (%v), want the connected socket's %v", ap, err, mine)
+		}
+		if err := loAddr6(mine, false); err != nil {
+			return err
+		}
+		for i := range 2 {
+			ap, err := from()
+			if err != nil || ap.Addr() == mine || ap.Port() != port {
+				return fmt.Errorf("send %d after the address went: from %v (%v)", i, ap, err)
+			}
+		}
+		if s := b.Stats(); s.ConnFallbacks != 1 {
+			return fmt.Errorf("stats %+v: want 1 fallback, then the stale socket skipped", s)
+		}
+		return nil
+	})
 }

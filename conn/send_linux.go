@@ -41,6 +41,9 @@ func newSendScratch(batch int) *sendScratch {
 type sendSource struct {
 	addr    netip.Addr
 	ifIndex int32
+	// fixed is a connected socket's own source, which cannot be dropped:
+	// the kernel refusing it means the socket is stale.
+	fixed bool
 }
 
 // stickyErrno reports errnos after which a send is retried without the
@@ -182,7 +185,7 @@ func (b *LinuxBind) sendChunk(s *udpSocket, sc *sendScratch, chunk [][]byte, src
 		case errors.Is(err, net.ErrClosed):
 			return ErrBindClosed
 		case !errors.As(err, &errno):
-		case src.addr.IsValid() && stickyErrno(errno):
+		case src.addr.IsValid() && !src.fixed && stickyErrno(errno):
 			// Tried first: a vanished local address is far more common
 			// than a GSO refusal, and both can answer EINVAL.
 			*src = sendSource{}
