@@ -204,7 +204,11 @@ func (b *LinuxBind) sendChunk(s *udpSocket, sc *sendScratch, chunk [][]byte, src
 			b.stats.gsoFallbacks.Add(1)
 			continue
 		}
-		b.stats.sendErrors.Add(1)
+		if sc.nameLen > 0 {
+			// A connected socket's failure is its caller's to count: Send
+			// retries it on the shared socket (bind_conn_fallbacks).
+			b.stats.sendErrors.Add(1)
+		}
 		return fmt.Errorf("conn: send %d datagrams to %v: %w", len(chunk), sc.dst(), os.NewSyscallError("sendmmsg", err))
 	}
 	return nil
