@@ -223,11 +223,17 @@ func (t *connTable) closeAll() {
 	t.m.Store(nil)
 }
 
-// setMark sets the fwmark on every connected socket.
+// setMark sets the fwmark on every connected socket and connects it again:
+// an IPv4 connected socket keeps the route it looked up with the old mark
+// until something invalidates it, and policy routing by mark (wg-quick's
+// "not fwmark" rule) may send the old route into the tunnel itself.
 func (t *connTable) setMark(mark uint32) error {
 	var errs []error
 	for _, cs := range t.load() {
 		errs = append(errs, setMark(cs.sock.conn, mark))
+		errs = append(errs, sockoptControl(cs.sock.conn, func(fd int) error {
+			return unix.Connect(fd, sockaddrOf(cs.ep.Dst, scopeOf(cs.ep.Dst.Addr(), cs.ep.SrcIfIndex)))
+		}))
 	}
 	return errors.Join(errs...)
 }

@@ -319,7 +319,7 @@ func TestConnectedSocketMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	_, aAddr := peerSock(t)
+	a, aAddr := peerSock(t)
 	pc, err := b.Connect(Endpoint{Dst: aAddr})
 	if err != nil {
 		t.Fatal(err)
@@ -340,6 +340,17 @@ func TestConnectedSocketMark(t *testing.T) {
 	}
 	if m := mark(); m != 7 {
 		t.Fatalf("SetMark left the connected socket at %#x", m)
+	}
+	// Connected again for the new mark's route: still to the same peer,
+	// from the same address.
+	if err := pc.Send([][]byte{[]byte("after")}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 10)
+	a.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, from, err := a.ReadFromUDPAddrPort(buf)
+	if err != nil || string(buf[:n]) != "after" || from.Addr() != pc.Endpoint().Src {
+		t.Fatalf("after SetMark: %q from %v (%v)", buf[:n], from, err)
 	}
 }
 
