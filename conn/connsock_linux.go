@@ -65,6 +65,7 @@ type connSocket struct {
 	// owner replaces it when the peer's endpoint next changes.
 	broken atomic.Bool
 	once   sync.Once
+	closed chan struct{} // closed by shutdown
 }
 
 var _ PeerConn = (*connSocket)(nil)
@@ -156,8 +157,8 @@ func (t *connTable) setUp(c *net.UDPConn, v6 bool, dst netip.AddrPort, ifIndex i
 	if err != nil {
 		return nil, err
 	}
-	cs := &connSocket{t: t, sock: s, ep: Endpoint{Dst: dst, Src: local, SrcIfIndex: ifIndex}}
-	cs.r = newLendingReceiver(s, t.b.opts, &t.b.stats, t.lend)
+	cs := &connSocket{t: t, sock: s, ep: Endpoint{Dst: dst, Src: local, SrcIfIndex: ifIndex}, closed: make(chan struct{})}
+	cs.r = newLendingReceiver(s, t.b.opts, &t.b.stats, t.lend, cs.closed)
 	return cs, nil
 }
 
@@ -252,7 +253,9 @@ func (cs *connSocket) Wait() error {
 		cs.r.drop()
 		return err
 	}
-	cs.r.borrow()
+	if !cs.r.borrow() {
+		return net.ErrClosed
+	}
 	return nil
 }
 
@@ -289,6 +292,7 @@ func (cs *connSocket) Close() error {
 // shutdown closes the socket once.
 func (cs *connSocket) shutdown() {
 	cs.once.Do(func() {
+		close(cs.closed)
 		cs.sock.conn.Close()
 		cs.t.b.stats.connClosed.Add(1)
 	})

@@ -422,7 +422,16 @@ func TestConnectedSocketLosesItsAddress(t *testing.T) {
 				return err
 			}
 		}
-		peer, err := net.ListenUDP("udp6", &net.UDPAddr{IP: peerAddr.AsSlice()})
+		// A new address is tentative until the kernel's address work has
+		// run (even on lo, which skips duplicate detection): retry.
+		var peer *net.UDPConn
+		var err error
+		for try := 0; try < 200; try++ {
+			if peer, err = net.ListenUDP("udp6", &net.UDPAddr{IP: peerAddr.AsSlice()}); !errors.Is(err, unix.EADDRNOTAVAIL) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		if err != nil {
 			return err
 		}
@@ -463,4 +472,45 @@ func TestConnectedSocketLosesItsAddress(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestConnectedReaderWaitingForBuffersStopsOnClose: with every GRO set
+// borrowed, another connected socket's Wait waits for one; closing that
+// socket must end the wait, and the set's holder still reads.
+func TestConnectedReaderWaitingForBuffersStopsOnClose(t *testing.T) {
+	us := openEnd(t, Options{})
+	if !us.sock(false).gro {
+		t.Skip("kernel without UDP_GRO")
+	}
+	ct := us.b.state.Load().connected
+	ct.lend = newLazyList(1, func() *groSet { return newGROSet(connGROBuffers) })
+	a1, a1Addr := peerSock(t)
+	a2, a2Addr := peerSock(t)
+	pc1, pc2 := connect(t, us, Endpoint{Dst: a1Addr}), connect(t, us, Endpoint{Dst: a2Addr})
+	sendAll(t, a1, us.at(lo4), [][]byte{[]byte("one")})
+	sendAll(t, a2, us.at(lo4), [][]byte{[]byte("two")})
+	if err := pc1.Wait(); err != nil { // takes the only set
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- pc2.Wait() }()
+	select {
+	case err := <-waited:
+		t.Fatalf("Wait returned (%v) while the only set was lent", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	pc2.Close()
+	select {
+	case err := <-waited:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Wait after Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait still waiting for buffers after its socket closed")
+	}
+	bufs, _, _ := rxBufs(4, 100)
+	got, _ := recvConn(t, pc1, 1, bufs)
+	if string(got[0]) != "one" {
+		t.Fatalf("got %q", got[0])
+	}
 }

@@ -41,8 +41,8 @@ func newLazyList[T any](n int, newT func() *T) *lazyList[T] {
 }
 
 // get takes a free entry, builds one while fewer than n exist, and waits
-// otherwise.
-func (l *lazyList[T]) get() *T {
+// otherwise; it gives up (nil) once quit is closed.
+func (l *lazyList[T]) get(quit <-chan struct{}) *T {
 	select {
 	case x := <-l.c:
 		return x
@@ -53,6 +53,8 @@ func (l *lazyList[T]) get() *T {
 		return x
 	case <-l.made:
 		return l.newT()
+	case <-quit:
+		return nil
 	}
 }
 

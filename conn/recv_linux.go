@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"net"
 	"net/netip"
 	"time"
 
@@ -29,6 +30,7 @@ type receiver struct {
 	// read is delivered, so a thousand idle connected sockets hold none.
 	lend        *lazyList[groSet]
 	set         *groSet
+	quit        <-chan struct{} // closed with the socket: stop waiting to borrow
 	gro         [][]byte
 	held        []heldMsg
 	next, nheld int
@@ -82,13 +84,14 @@ func newReceiver(s *udpSocket, o Options, st *counters) *receiver {
 
 // newLendingReceiver is a connected socket's receiver: its reads never
 // block (call.nonblock) and with GRO they borrow their buffers from lend.
-func newLendingReceiver(s *udpSocket, o Options, st *counters, lend *lazyList[groSet]) *receiver {
+func newLendingReceiver(s *udpSocket, o Options, st *counters, lend *lazyList[groSet], quit <-chan struct{}) *receiver {
 	n := min(o.BatchSize, connDirectBatch)
 	if s.gro {
 		n = connGROBuffers
 	}
 	r := newReceiverArrays(s, n, st)
 	r.call.nonblock = true
+	r.quit = quit
 	if s.gro {
 		r.lend = lend
 		r.held = make([]heldMsg, n)
@@ -266,9 +269,8 @@ func (r *receiver) receiveGRO(bufs [][]byte, sizes []int, eps []Endpoint) (int, 
 // them into held, borrowing the buffers first if this receiver lends
 // them. It must only run once held is empty.
 func (r *receiver) readGRO() (int, error) {
-	if r.lend != nil && r.set == nil {
-		r.set = r.lend.get()
-		r.gro = r.set.bufs
+	if !r.takeSet() {
+		return 0, net.ErrClosed
 	}
 	for i := range r.gro {
 		r.prepare(i, r.gro[i])
@@ -317,17 +319,31 @@ func (r *receiver) giveBack() {
 }
 
 // borrow takes a set of GRO buffers for the next read if this receiver
-// lends and has none, waiting while every set is in use.
-func (r *receiver) borrow() {
+// lends and has none, waiting while every set is in use. False means the
+// socket closed while it waited.
+func (r *receiver) borrow() bool {
 	if r.lend == nil {
-		return
+		return true
 	}
 	r.tok <- struct{}{}
 	defer r.release()
-	if r.set == nil {
-		r.set = r.lend.get()
-		r.gro = r.set.bufs
+	return r.takeSet()
+}
+
+// takeSet borrows GRO buffers if this receiver lends and has none. False
+// means the socket closed while it waited. A reader that stops without
+// giving its set back (its owner shutting down) costs the others nothing
+// worse than this wait, which their own sockets' closing ends.
+func (r *receiver) takeSet() bool {
+	if r.lend == nil || r.set != nil {
+		return true
 	}
+	r.set = r.lend.get(r.quit)
+	if r.set == nil {
+		return false
+	}
+	r.gro = r.set.bufs
+	return true
 }
 
 // pending reports whether datagrams of an earlier read wait for a call.
