@@ -1,10 +1,18 @@
 package device
 
 import (
+	"context"
 	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"net"
 	"net/netip"
 	"runtime"
+	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device/noise"
@@ -140,4 +148,66 @@ func heapAndStacks() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc + ms.StackInuse
+}
+
+// TestConnectedSocketDatagramsAreAuthenticated: datagrams that arrive on
+// a's connected socket for b, but were not sent by b (a socket of the same
+// user can share the port with SO_REUSEPORT and write from b's address),
+// are checked like any other: garbage, an unknown receiver index and a
+// forged ciphertext under b's real index are dropped and counted, a's
+// endpoint for b stays, and the tunnel keeps working.
+func TestConnectedSocketDatagramsAreAuthenticated(t *testing.T) {
+	a, b := linuxPair(t, conn.Options{})
+	exchange(t, a, b, 1)
+	wantSockets(t, a, 1, 1)
+	bAddr := netip.AddrPortFrom(b.ep.Addr(), b.dev.Status().ListenPort)
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
+		return errors.Join(err, serr)
+	}}
+	pc, err := lc.ListenPacket(context.Background(), "udp4", bAddr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+
+	pa := a.dev.peers[b.key.PublicKey()]
+	pa.mu.Lock()
+	idx := pa.kps.Current.LocalIndex
+	pa.mu.Unlock()
+	forged := make([]byte, noise.TransportOverhead+64)
+	binary.LittleEndian.PutUint32(forged, uint32(noise.TypeTransport))
+	binary.LittleEndian.PutUint32(forged[4:], idx)
+	rand.Read(forged[16:])
+	unknown := append([]byte{}, forged...)
+	binary.LittleEndian.PutUint32(unknown[4:], idx+1)
+	garbage := make([]byte, 37)
+	rand.Read(garbage)
+	garbage[0] = 9 // no such message type
+	before := map[counterID]uint64{}
+	ids := []counterID{cRxGarbage, cRxUnknownIndex, cRxDecryptFailed}
+	for _, id := range ids {
+		before[id] = a.dev.ctr[id].Load()
+	}
+	aAddr := &net.UDPAddr{IP: a.ep.Addr().AsSlice(), Port: int(a.dev.Status().ListenPort)}
+	for _, d := range [][]byte{garbage, unknown, forged} {
+		if _, err := pc.WriteTo(d, aAddr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, id := range ids {
+		for a.dev.ctr[id].Load() == before[id] {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not counted", counterNames[id])
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	pc.Close()
+	if ep, _ := pa.endpoint(); ep.Dst != bAddr {
+		t.Fatalf("a's endpoint for b moved to %v", ep.Dst)
+	}
+	exchange(t, a, b, 2)
 }
