@@ -10,8 +10,10 @@ import (
 // knownEndpoints counts the configured peers' current endpoints. Triage
 // gives an initiation from one of them a priority slot even without MAC2,
 // under a per-address limit, so a real peer earns its cookie while a flood
-// fills the anonymous queue: the same reach a per-peer connected socket
-// would give it, without one. Its mutex is a leaf, taken under Peer.epMu.
+// fills the anonymous queue. A connected socket (connsock.go) keeps the
+// flood off the peer's socket queue; this keeps it off the peer's place in
+// the handshake queues, with or without one. Its mutex is a leaf, taken
+// under Peer.epMu.
 type knownEndpoints struct {
 	mu sync.RWMutex // guards m
 	m  map[netip.AddrPort]int
