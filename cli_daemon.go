@@ -271,7 +271,21 @@ func bindOptions(logf func(string, ...any)) conn.Options {
 		DisableGRO: envBool("FIPS_GO_DISABLE_GRO"),
 		// SO_RCVBUF/SO_SNDBUF per socket in bytes (0: conn's default).
 		SocketBuffer: envInt("FIPS_GO_SOCKET_BUFFER", 0),
+		MaxConnected: maxConnected(),
 		Logf:         logf,
+	}
+}
+
+// maxConnected reads FIPS_GO_CONNECTED_SOCKETS, the cap on per-peer
+// connected UDP sockets: unset is conn's default, 0 turns them off.
+func maxConnected() int {
+	switch n := envInt("FIPS_GO_CONNECTED_SOCKETS", -1); n {
+	case -1:
+		return 0
+	case 0:
+		return -1
+	default:
+		return n
 	}
 }
 

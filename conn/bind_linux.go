@@ -29,11 +29,15 @@ type LinuxBind struct {
 type linuxState struct {
 	v4, v6 *udpSocket
 	port   uint16
+	// connected holds the connected sockets (connsock_linux.go); nil when
+	// they are off or SO_REUSEPORT could not be set.
+	connected *connTable
 }
 
 var (
-	_ Bind      = (*LinuxBind)(nil)
-	_ StatsBind = (*LinuxBind)(nil)
+	_ Bind        = (*LinuxBind)(nil)
+	_ StatsBind   = (*LinuxBind)(nil)
+	_ ConnectBind = (*LinuxBind)(nil)
 )
 
 // NewLinux returns a closed Linux bind.
@@ -71,6 +75,7 @@ func (b *LinuxBind) Open(port uint16) ([]ReceiveFunc, uint16, error) {
 		}
 		return nil, 0, err
 	}
+	st.connected = b.newConnTable(st)
 	var fns []ReceiveFunc
 	for _, s := range [...]*udpSocket{st.v4, st.v6} {
 		if s != nil {
@@ -118,6 +123,9 @@ func (b *LinuxBind) SetMark(mark uint32) error {
 			errs = append(errs, setMark(s.conn, mark))
 		}
 	}
+	if st.connected != nil {
+		errs = append(errs, st.connected.setMark(mark))
+	}
 	return errors.Join(errs...)
 }
 
@@ -127,9 +135,13 @@ func (b *LinuxBind) BatchSize() int { return b.opts.BatchSize }
 // Stats implements StatsBind.
 func (b *LinuxBind) Stats() Stats { return b.stats.snapshot() }
 
-// closeSockets closes IPv6 then IPv4, the reverse of opening.
+// closeSockets closes the connected sockets, then IPv6 then IPv4, the
+// reverse of opening.
 func (st *linuxState) closeSockets() error {
 	var errs []error
+	if st.connected != nil {
+		st.connected.closeAll()
+	}
 	for _, s := range [...]*udpSocket{st.v6, st.v4} {
 		if s != nil {
 			errs = append(errs, s.conn.Close())

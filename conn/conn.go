@@ -68,6 +68,53 @@ type Bind interface {
 	BatchSize() int
 }
 
+// ConnectBind is implemented by binds that can give one remote endpoint a
+// UDP socket of its own: a socket on the bind's port, connected to the
+// endpoint, which the kernel prefers over the shared socket for datagrams
+// from exactly that address. A flood from spoofed sources lands on the
+// shared socket and cannot fill the connected one's queue. While the socket
+// is open, the bind's Send to that endpoint goes through it (no route
+// lookup), and falls back to the shared socket when it fails. Binds without
+// it (portable, in-memory) keep working: callers check with a type
+// assertion and do without.
+//
+// A datagram that arrives on a connected socket is no more trusted than any
+// other: the socket only says where the kernel queued it.
+type ConnectBind interface {
+	// Connect opens a socket connected to ep.Dst, bound to ep.Src (the
+	// local address the peer wrote to) when valid, else to the wildcard
+	// address with the kernel's route choosing the source. It fails with
+	// ErrConnectLimit past the bind's cap, ErrConnected when ep.Dst already
+	// has one, ErrConnectOff when the bind cannot do it, and ErrBindClosed
+	// on a closed bind. Close and reopening the bind close every
+	// connected socket.
+	Connect(ep Endpoint) (PeerConn, error)
+}
+
+// PeerConn is one connected socket. Wait and Receive are for one reader
+// goroutine; Send and Close are safe for concurrent use.
+type PeerConn interface {
+	// Endpoint is the remote address and the local address the socket is
+	// bound to (Src; the kernel's choice when Connect was given none).
+	Endpoint() Endpoint
+	// Wait blocks until Receive has something to return, or returns an
+	// error wrapping net.ErrClosed once the socket is closed. It holds no
+	// buffers while it waits, so an idle connected socket costs no packet
+	// memory.
+	Wait() error
+	// Receive is a ReceiveFunc that never blocks: it returns 0 and no error
+	// when nothing is queued (for example after an ICMP error the kernel
+	// reported in place of a datagram). Datagrams are batched, GRO-split,
+	// timed and counted as on the shared sockets.
+	Receive(bufs [][]byte, sizes []int, eps []Endpoint) (n int, err error)
+	// Send writes bufs to the endpoint on this socket, coalescing with
+	// UDP_SEGMENT as Bind.Send does.
+	Send(bufs [][]byte) error
+	// Close closes the socket; a blocked Wait returns. Closing twice is
+	// not an error.
+	Close() error
+}
+
 // Stats are the counters a bind keeps; every field is cumulative.
 type Stats struct {
 	GSOFallbacks   uint64 // sends retried without UDP_SEGMENT after the kernel refused it
@@ -77,6 +124,15 @@ type Stats struct {
 	RxBadControl   uint64 // GRO control messages that did not parse
 	SendErrors     uint64
 	StickyFallback uint64 // sends retried without the sticky source address
+
+	// Connected per-endpoint sockets (ConnectBind): how many were opened
+	// and closed (the difference is open now), how many Connect calls
+	// failed (cap reached, or the kernel refused), and how many sends on
+	// one failed and went out on the shared socket instead.
+	ConnOpened    uint64
+	ConnClosed    uint64
+	ConnFailures  uint64
+	ConnFallbacks uint64
 
 	// The counters below show how well batching and offloads work: a
 	// message is one entry of a recvmmsg/sendmmsg (or one recvmsg/sendmsg),
@@ -107,6 +163,18 @@ var ErrOversize = fmt.Errorf("conn: every datagram was larger than its buffer: %
 
 // ErrBindClosed is returned by Send on a closed bind.
 var ErrBindClosed = errors.New("conn: bind closed")
+
+// ErrConnectLimit is returned by Connect when the bind already holds its
+// cap of connected sockets; that endpoint keeps using the shared socket.
+var ErrConnectLimit = errors.New("conn: connected socket cap reached")
+
+// ErrConnected is returned by Connect for an endpoint that has a connected
+// socket already.
+var ErrConnected = errors.New("conn: endpoint already has a connected socket")
+
+// ErrConnectOff is returned by Connect when connected sockets are turned
+// off or the kernel cannot share the port (SO_REUSEPORT).
+var ErrConnectOff = errors.New("conn: connected sockets unavailable")
 
 // ErrBindOpen is returned by Open on a bind that is already open.
 var ErrBindOpen = errors.New("conn: bind already open")

@@ -20,6 +20,11 @@ type mmsgCall struct {
 	errno  syscall.Errno
 	recvFn func(fd uintptr) bool
 	sendFn func(fd uintptr) bool
+	peekFn func(fd uintptr) bool
+	// nonblock makes recvmmsg return 0 messages instead of waiting when
+	// the socket has none (connected sockets wait in waitReadable, where
+	// they hold no buffers).
+	nonblock bool
 }
 
 // errNoProgress guards the send loop against a kernel that reports success
@@ -30,7 +35,30 @@ func newMmsgCall() *mmsgCall {
 	c := &mmsgCall{}
 	c.recvFn = c.recv
 	c.sendFn = c.send
+	c.peekFn = c.peek
 	return c
+}
+
+// peek reports readiness without taking anything: a zero-length MSG_PEEK
+// read succeeds when a datagram is queued and fails with the pending
+// socket error (an ICMP error on a connected socket), which it clears.
+func (c *mmsgCall) peek(fd uintptr) bool {
+	for {
+		_, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, 0, 0, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+		switch e {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		}
+		return true
+	}
+}
+
+// waitReadable blocks until the socket has a datagram or an error to
+// report; a closed socket yields an error wrapping net.ErrClosed.
+func (c *mmsgCall) waitReadable(rc syscall.RawConn) error {
+	return rc.Read(c.peekFn)
 }
 
 func (c *mmsgCall) recv(fd uintptr) bool { return c.do(unix.SYS_RECVMMSG, fd) }
@@ -45,6 +73,10 @@ func (c *mmsgCall) do(trap, fd uintptr) bool {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
+			if c.nonblock && trap == unix.SYS_RECVMMSG {
+				c.n, c.errno = 0, 0
+				return true
+			}
 			return false
 		case 0:
 			c.n, c.errno = int(n), 0

@@ -25,6 +25,13 @@ type Options struct {
 	// bind; more wait for one to finish (default max(4, 2*GOMAXPROCS)).
 	// Each holds about 20 KiB of syscall scratch for BatchSize datagrams.
 	MaxConcurrentSends int
+	// MaxConnected caps the connected per-endpoint sockets (ConnectBind)
+	// one Linux bind holds; endpoints past it use the shared socket.
+	// Default 1024; negative turns connected sockets off (and leaves
+	// SO_REUSEPORT off the shared sockets). Each costs a file descriptor,
+	// a reader goroutine parked in the poller and about 2 KiB of syscall
+	// arrays; packet buffers come from a pool shared by all of them.
+	MaxConnected int
 	// Logf receives rare events (offload fallbacks, socket setup); nil
 	// discards. The data path never logs per packet, it counts.
 	Logf func(format string, args ...any)
@@ -35,6 +42,11 @@ const (
 	maxBatchSize        = 1024 // UIO_MAXIOV bounds the entries of one mmsg call
 	defaultSocketBuffer = 7 << 20
 	defaultGROBuffers   = 32
+	defaultMaxConnected = 1024
+	// connGROBuffers is how many 64 KiB buffers one read of a connected
+	// socket borrows; connDirectBatch bounds a read without GRO.
+	connGROBuffers  = 8
+	connDirectBatch = 32
 	// groBufferSize holds the largest coalesced message the kernel builds:
 	// UDP GRO stops merging at 64 KiB of payload.
 	groBufferSize = 1<<16 - 1
@@ -61,6 +73,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxConcurrentSends <= 0 {
 		// Two per CPU covers the per-peer sequencers flushing in parallel.
 		o.MaxConcurrentSends = max(4, 2*runtime.GOMAXPROCS(0))
+	}
+	if o.MaxConnected == 0 {
+		o.MaxConnected = defaultMaxConnected
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}

@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"net"
 	"net/netip"
 	"time"
 
@@ -24,6 +25,12 @@ type receiver struct {
 
 	// With GRO only: gro are the read buffers; held[next:nheld] are parsed
 	// messages that still have datagrams for the caller.
+	// A connected socket's receiver owns no GRO buffers: it borrows a set
+	// from lend for one read and gives it back once every datagram of that
+	// read is delivered, so a thousand idle connected sockets hold none.
+	lend        *lazyList[groSet]
+	set         *groSet
+	quit        <-chan struct{} // closed with the socket: stop waiting to borrow
 	gro         [][]byte
 	held        []heldMsg
 	next, nheld int
@@ -45,11 +52,54 @@ type heldMsg struct {
 	ep   Endpoint
 }
 
+// groSet is one borrowed set of GRO read buffers.
+type groSet struct{ bufs [][]byte }
+
+func newGROSet(n int) *groSet {
+	return &groSet{bufs: groBuffers(n)}
+}
+
+// groBuffers carves n 64 KiB read buffers out of one allocation.
+func groBuffers(n int) [][]byte {
+	backing := make([]byte, n*groBufferSize)
+	bufs := make([][]byte, n)
+	for i := range bufs {
+		bufs[i] = backing[i*groBufferSize : (i+1)*groBufferSize : (i+1)*groBufferSize]
+	}
+	return bufs
+}
+
 func newReceiver(s *udpSocket, o Options, st *counters) *receiver {
 	n := o.BatchSize
 	if s.gro {
 		n = o.GROBuffers
 	}
+	r := newReceiverArrays(s, n, st)
+	if s.gro {
+		r.gro = groBuffers(n)
+		r.held = make([]heldMsg, n)
+	}
+	return r
+}
+
+// newLendingReceiver is a connected socket's receiver: its reads never
+// block (call.nonblock) and with GRO they borrow their buffers from lend.
+func newLendingReceiver(s *udpSocket, o Options, st *counters, lend *lazyList[groSet], quit <-chan struct{}) *receiver {
+	n := min(o.BatchSize, connDirectBatch)
+	if s.gro {
+		n = connGROBuffers
+	}
+	r := newReceiverArrays(s, n, st)
+	r.call.nonblock = true
+	r.quit = quit
+	if s.gro {
+		r.lend = lend
+		r.held = make([]heldMsg, n)
+	}
+	return r
+}
+
+func newReceiverArrays(s *udpSocket, n int, st *counters) *receiver {
 	r := &receiver{
 		sock:  s,
 		stats: st,
@@ -67,14 +117,6 @@ func newReceiver(s *udpSocket, o Options, st *counters) *receiver {
 		h.SetIovlen(1)
 		h.Control = &r.ctrl[i*rxCtrlSpace]
 	}
-	if s.gro {
-		backing := make([]byte, n*groBufferSize)
-		r.gro = make([][]byte, n)
-		for i := range r.gro {
-			r.gro[i] = backing[i*groBufferSize : (i+1)*groBufferSize : (i+1)*groBufferSize]
-		}
-		r.held = make([]heldMsg, n)
-	}
 	return r
 }
 
@@ -86,7 +128,7 @@ func (r *receiver) receive(bufs [][]byte, sizes []int, eps []Endpoint) (int, err
 	}
 	r.tok <- struct{}{}
 	defer r.release()
-	if r.gro != nil {
+	if r.held != nil {
 		return r.receiveGRO(bufs[:n], sizes, eps)
 	}
 	return r.receiveDirect(bufs[:n], sizes, eps)
@@ -171,6 +213,9 @@ func (r *receiver) receiveDirect(bufs [][]byte, sizes []int, eps []Endpoint) (in
 		if err != nil {
 			return 0, err
 		}
+		if got == 0 && r.call.nonblock {
+			return 0, nil
+		}
 		now := time.Now().UnixNano()
 		out := 0
 		for i := range got {
@@ -210,21 +255,31 @@ func (r *receiver) receiveGRO(bufs [][]byte, sizes []int, eps []Endpoint) (int, 
 		if refused {
 			return 0, ErrOversize
 		}
-		if err := r.readGRO(); err != nil {
+		got, err := r.readGRO()
+		if err != nil {
 			return 0, err
+		}
+		if got == 0 && r.call.nonblock {
+			return 0, nil
 		}
 	}
 }
 
 // readGRO reads up to len(r.gro) messages into the GRO buffers and parses
-// them into held. It must only run once held is empty.
-func (r *receiver) readGRO() error {
+// them into held, borrowing the buffers first if this receiver lends
+// them. It must only run once held is empty.
+func (r *receiver) readGRO() (int, error) {
+	if !r.takeSet() {
+		return 0, net.ErrClosed
+	}
 	for i := range r.gro {
 		r.prepare(i, r.gro[i])
 	}
 	got, err := r.call.recvmmsg(r.sock.rc, r.msgs[:len(r.gro)])
-	if err != nil {
-		return err
+	if err != nil || got == 0 {
+		r.next, r.nheld = 0, 0
+		r.giveBack()
+		return 0, err
 	}
 	r.next, r.nheld, r.refused = 0, 0, 0
 	now := time.Now().UnixNano()
@@ -245,7 +300,66 @@ func (r *receiver) readGRO() error {
 		r.nheld++
 	}
 	r.stats.rxMessages.Add(uint64(got))
-	return nil
+	if r.nheld == 0 {
+		r.giveBack()
+	}
+	return got, nil
+}
+
+// giveBack returns borrowed GRO buffers once nothing held points into
+// them.
+func (r *receiver) giveBack() {
+	if r.set == nil || r.next < r.nheld {
+		return
+	}
+	clear(r.held[:r.nheld])
+	r.next, r.nheld = 0, 0
+	r.lend.put(r.set)
+	r.set, r.gro = nil, nil
+}
+
+// borrow takes a set of GRO buffers for the next read if this receiver
+// lends and has none, waiting while every set is in use. False means the
+// socket closed while it waited.
+func (r *receiver) borrow() bool {
+	if r.lend == nil {
+		return true
+	}
+	r.tok <- struct{}{}
+	defer r.release()
+	return r.takeSet()
+}
+
+// takeSet borrows GRO buffers if this receiver lends and has none. False
+// means the socket closed while it waited. A reader that stops without
+// giving its set back (its owner shutting down) costs the others nothing
+// worse than this wait, which their own sockets' closing ends.
+func (r *receiver) takeSet() bool {
+	if r.lend == nil || r.set != nil {
+		return true
+	}
+	r.set = r.lend.get(r.quit)
+	if r.set == nil {
+		return false
+	}
+	r.gro = r.set.bufs
+	return true
+}
+
+// pending reports whether datagrams of an earlier read wait for a call.
+func (r *receiver) pending() bool {
+	r.tok <- struct{}{}
+	defer r.release()
+	return r.next < r.nheld
+}
+
+// drop forgets what is held (the socket closed) and returns borrowed
+// buffers.
+func (r *receiver) drop() {
+	r.tok <- struct{}{}
+	defer r.release()
+	r.next = r.nheld
+	r.giveBack()
 }
 
 // drain copies held datagrams into bufs in order, each with its message's
@@ -289,5 +403,6 @@ func (r *receiver) drain(bufs [][]byte, sizes []int, eps []Endpoint) (n int, ref
 		r.stats.rxOversize.Add(oversize)
 	}
 	r.stats.rxPackets.Add(uint64(out))
+	r.giveBack()
 	return out, false
 }

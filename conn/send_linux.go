@@ -41,6 +41,9 @@ func newSendScratch(batch int) *sendScratch {
 type sendSource struct {
 	addr    netip.Addr
 	ifIndex int32
+	// fixed is a connected socket's own source, which cannot be dropped:
+	// the kernel refusing it means the socket is stale.
+	fixed bool
 }
 
 // stickyErrno reports errnos after which a send is retried without the
@@ -101,6 +104,16 @@ func (b *LinuxBind) Send(bufs [][]byte, ep Endpoint) error {
 	}
 	if len(bufs) == 0 {
 		return nil
+	}
+	if st.connected != nil {
+		if cs := st.connected.lookup(dst); cs != nil && cs.carries(ep) {
+			if b.sendConnected(cs, bufs) == nil {
+				return nil
+			}
+			// Some datagrams may have left before the failure; the
+			// receiver's replay window drops the duplicates.
+			b.stats.connFallbacks.Add(1)
+		}
 	}
 	// The source must be of the destination's family: a peer that moved
 	// from IPv6 to IPv4 keeps no stale IPv6 source for the new address.
@@ -172,7 +185,7 @@ func (b *LinuxBind) sendChunk(s *udpSocket, sc *sendScratch, chunk [][]byte, src
 		case errors.Is(err, net.ErrClosed):
 			return ErrBindClosed
 		case !errors.As(err, &errno):
-		case src.addr.IsValid() && stickyErrno(errno):
+		case src.addr.IsValid() && !src.fixed && stickyErrno(errno):
 			// Tried first: a vanished local address is far more common
 			// than a GSO refusal, and both can answer EINVAL.
 			*src = sendSource{}
@@ -191,7 +204,11 @@ func (b *LinuxBind) sendChunk(s *udpSocket, sc *sendScratch, chunk [][]byte, src
 			b.stats.gsoFallbacks.Add(1)
 			continue
 		}
-		b.stats.sendErrors.Add(1)
+		if sc.nameLen > 0 {
+			// A connected socket's failure is its caller's to count: Send
+			// retries it on the shared socket (bind_conn_fallbacks).
+			b.stats.sendErrors.Add(1)
+		}
 		return fmt.Errorf("conn: send %d datagrams to %v: %w", len(chunk), sc.dst(), os.NewSyscallError("sendmmsg", err))
 	}
 	return nil
@@ -213,7 +230,10 @@ func (sc *sendScratch) build(chunk [][]byte, src sendSource) int {
 		}
 		m := &sc.msgs[gi]
 		m.Len = 0
-		m.Hdr = unix.Msghdr{Name: &sc.name[0], Namelen: sc.nameLen, Iov: &sc.iovs[first]}
+		m.Hdr = unix.Msghdr{Iov: &sc.iovs[first]}
+		if sc.nameLen > 0 { // 0: a connected socket, which has its address
+			m.Hdr.Name, m.Hdr.Namelen = &sc.name[0], sc.nameLen
+		}
 		m.Hdr.SetIovlen(g.end - g.start)
 		c := control{src: src.addr, ifIndex: src.ifIndex}
 		if g.end-g.start > 1 {

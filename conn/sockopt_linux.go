@@ -80,3 +80,17 @@ func allowFragments(c *net.UDPConn, v6 bool) error {
 		return nil
 	})
 }
+
+// setReusePort sets SO_REUSEPORT, which lets a connected socket share the
+// port. It is set on the shared sockets after they are bound, so that a
+// second process that wants the port still gets EADDRINUSE on its first
+// bind, as before; only a process of the same user that sets it before
+// binding could join.
+func setReusePort(c *net.UDPConn) error {
+	return sockoptControl(c, func(fd int) error {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+			return fmt.Errorf("conn: SO_REUSEPORT: %w", err)
+		}
+		return nil
+	})
+}

@@ -16,6 +16,10 @@ type counters struct {
 	rxBadControl   atomic.Uint64
 	sendErrors     atomic.Uint64
 	stickyFallback atomic.Uint64
+	connOpened     atomic.Uint64
+	connClosed     atomic.Uint64
+	connFailures   atomic.Uint64
+	connFallbacks  atomic.Uint64
 	rxPackets      atomic.Uint64
 	rxMessages     atomic.Uint64
 	txPackets      atomic.Uint64
@@ -32,6 +36,10 @@ func (c *counters) snapshot() Stats {
 		RxBadControl:   c.rxBadControl.Load(),
 		SendErrors:     c.sendErrors.Load(),
 		StickyFallback: c.stickyFallback.Load(),
+		ConnOpened:     c.connOpened.Load(),
+		ConnClosed:     c.connClosed.Load(),
+		ConnFailures:   c.connFailures.Load(),
+		ConnFallbacks:  c.connFallbacks.Load(),
 		RxPackets:      c.rxPackets.Load(),
 		RxMessages:     c.rxMessages.Load(),
 		TxPackets:      c.txPackets.Load(),

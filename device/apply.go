@@ -95,6 +95,9 @@ var ErrNoSocket = errors.New("device: no UDP socket")
 
 func (d *Device) rebindLocked(port uint16) error {
 	old := d.listenPort
+	// Runs last, after the sticky sources are cleared, on whatever bind
+	// the device ends up with: Close took the connected sockets along.
+	defer d.socks.reconnectAll(d)
 	d.bind.Close()
 	d.bindWG.Wait()
 	if err := d.openBindLocked(port); err != nil {
@@ -306,6 +309,10 @@ func (d *Device) counterSnapshot() []Counter {
 			Counter{"bind_rx_bad_control", s.RxBadControl},
 			Counter{"bind_send_errors", s.SendErrors},
 			Counter{"bind_sticky_fallbacks", s.StickyFallback},
+			Counter{"bind_conn_opened", s.ConnOpened},
+			Counter{"bind_conn_closed", s.ConnClosed},
+			Counter{"bind_conn_failures", s.ConnFailures},
+			Counter{"bind_conn_fallbacks", s.ConnFallbacks},
 		)
 		out = appendSojourn(out, "rx_socket", s.RxSojourn, s.RxSojournNanos)
 	}

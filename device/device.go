@@ -154,7 +154,8 @@ func (o *Options) setDefaults() {
 //
 // Peer.epMu is nearly a leaf: it is taken under cfgMu and peersMu (rebind,
 // removal), under flushMu (flushSend, deliver) and alone, with only
-// known.mu, a true leaf, taken inside it (setEndpoint).
+// known.mu, a true leaf, and socks.mu, which holds only bind calls, taken
+// inside it (setEndpoint).
 // flushMu is held across Bind.Send and TUN writes, which makes it the
 // outermost lock of the data path proper. A producer waiting for room in a
 // sequencer (sequencer.reserve) holds at most Peer.txMu, which no flush
@@ -182,6 +183,7 @@ type Device struct {
 	hsq          *hsQueue            // handshake messages from anyone
 	hsqPrio      *hsQueue            // ... that proved their source or answer our handshake
 	known        knownEndpoints      // configured peers' endpoints, for triage
+	socks        peerSockets         // connected sockets for the peers' endpoints
 	limitKnown   *ratelimit.Limiter  // priority slots without MAC2, per known address
 	strangers    *ratelimit.Bucket   // MAC2-proven initiations from unknown endpoints
 	cookieBudget *ratelimit.Bucket   // what the anonymous queue may take under load
@@ -328,6 +330,7 @@ func (d *Device) shutdown(reason error) {
 // feed the workers, then the workers.
 func (d *Device) teardown() {
 	d.cfgMu.Lock()
+	d.socks.shutdown()
 	d.bind.Close()
 	d.cfgMu.Unlock()
 	d.tun.Close()

@@ -10,8 +10,10 @@ import (
 // knownEndpoints counts the configured peers' current endpoints. Triage
 // gives an initiation from one of them a priority slot even without MAC2,
 // under a per-address limit, so a real peer earns its cookie while a flood
-// fills the anonymous queue: the same reach a per-peer connected socket
-// would give it, without one. Its mutex is a leaf, taken under Peer.epMu.
+// fills the anonymous queue. A connected socket (connsock.go) keeps the
+// flood off the peer's socket queue; this keeps it off the peer's place in
+// the handshake queues, with or without one. Its mutex is a leaf, taken
+// under Peer.epMu.
 type knownEndpoints struct {
 	mu sync.RWMutex // guards m
 	m  map[netip.AddrPort]int
@@ -50,14 +52,15 @@ func (k *knownEndpoints) move(old netip.AddrPort, hadOld bool, new netip.AddrPor
 func (p *Peer) setEndpoint(ep conn.Endpoint) {
 	p.epMu.Lock()
 	defer p.epMu.Unlock()
-	old, had := p.ep.Dst, p.epKnown
+	oldEp, had := p.ep, p.epKnown
 	if p.hasEp && p.ep.Dst != ep.Dst {
 		p.epChanges.Add(1)
 	}
 	p.ep, p.hasEp = ep, true
 	p.epKnown = p.d != nil && !p.removed.Load() && ep.Dst.IsValid()
 	if p.d != nil {
-		p.d.known.move(old, had, ep.Dst, p.epKnown)
+		p.d.known.move(oldEp.Dst, had, ep.Dst, p.epKnown)
+		p.d.socks.move(p.d, oldEp, had, ep, p.epKnown)
 	}
 }
 
@@ -68,6 +71,7 @@ func (p *Peer) forgetEndpoint() {
 	defer p.epMu.Unlock()
 	if p.epKnown {
 		p.d.known.move(p.ep.Dst, true, netip.AddrPort{}, false)
+		p.d.socks.move(p.d, p.ep, true, conn.Endpoint{}, false)
 		p.epKnown = false
 	}
 }
