@@ -182,6 +182,7 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
+	writeHeapProfile("bench")
 	if cfg.json {
 		return writeBenchJSON(cfg.out, cfg, res, hs)
 	}

@@ -239,15 +239,7 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig) error {
 			}
 		}
 	}
-	if path := os.Getenv("FIPS_GO_MEMPROFILE"); path != "" {
-		// Where the heap goes under real traffic; written on shutdown.
-		defer func() {
-			if f, err := os.Create(path + "." + name); err == nil {
-				_ = pprof.Lookup("heap").WriteTo(f, 0)
-				f.Close()
-			}
-		}()
-	}
+	defer writeHeapProfile(name)
 	logf("interface %s is up", name)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -325,4 +317,17 @@ func envInt(k string, def int) int {
 func envBool(k string) bool {
 	v, _ := strconv.ParseBool(os.Getenv(k))
 	return v
+}
+
+// writeHeapProfile writes a heap profile to $FIPS_GO_MEMPROFILE.suffix when
+// that is set: where the memory goes under real traffic.
+func writeHeapProfile(suffix string) {
+	path := os.Getenv("FIPS_GO_MEMPROFILE")
+	if path == "" {
+		return
+	}
+	if f, err := os.Create(path + "." + suffix); err == nil {
+		_ = pprof.Lookup("heap").WriteTo(f, 0)
+		f.Close()
+	}
 }

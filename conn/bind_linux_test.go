@@ -426,3 +426,38 @@ func TestRxSojournCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestGROBuffersWaitForTheFirstDatagram: a shared socket's receiver holds
+// no 64 KiB GRO buffers until a datagram arrives, so the socket of an
+// address family nobody uses costs nothing.
+func TestGROBuffersWaitForTheFirstDatagram(t *testing.T) {
+	b := NewLinux(Options{})
+	if _, _, err := b.Open(0); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	st := b.state.Load()
+	if st.v4 == nil || !st.v4.gro {
+		t.Skip("no IPv4 socket with UDP_GRO here")
+	}
+	r := newReceiver(st.v4, b.opts, &b.stats)
+	if r.gro != nil {
+		t.Fatal("GRO buffers allocated before any read")
+	}
+	got := make(chan error, 1)
+	go func() {
+		bufs, sizes, eps := [][]byte{make([]byte, 2000)}, []int{0}, []Endpoint{{}}
+		_, err := r.receive(bufs, sizes, eps)
+		got <- err
+	}()
+	ep := Endpoint{Dst: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), st.port)}
+	if err := b.Send([][]byte{[]byte("hello")}, ep); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if len(r.gro) != b.opts.GROBuffers {
+		t.Fatalf("%d GRO buffers after the first read, want %d", len(r.gro), b.opts.GROBuffers)
+	}
+}

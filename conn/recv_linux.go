@@ -34,6 +34,9 @@ type receiver struct {
 	gro         [][]byte
 	held        []heldMsg
 	next, nheld int
+	// ownGRO is how many GRO buffers a shared socket's receiver allocates
+	// for itself, on its first read.
+	ownGRO int
 	// refused is the buffer size at which a datagram of this read was last
 	// handed back unread (0: none since the last read or delivery):
 	// datagrams too big for buffers no larger than that are dropped without
@@ -76,7 +79,9 @@ func newReceiver(s *udpSocket, o Options, st *counters) *receiver {
 	}
 	r := newReceiverArrays(s, n, st)
 	if s.gro {
-		r.gro = groBuffers(n)
+		// Allocated once the socket first has a datagram: the socket of
+		// an address family nobody uses (often IPv6) then costs nothing.
+		r.ownGRO = n
 		r.held = make([]heldMsg, n)
 	}
 	return r
@@ -330,12 +335,23 @@ func (r *receiver) borrow() bool {
 	return r.takeSet()
 }
 
-// takeSet borrows GRO buffers if this receiver lends and has none. False
+// takeSet makes sure the receiver has GRO buffers for a read: a shared
+// socket's own, allocated once it is first readable, or a borrowed set if
+// this receiver lends and has none. False
 // means the socket closed while it waited. A reader that stops without
 // giving its set back (its owner shutting down) costs the others nothing
 // worse than this wait, which their own sockets' closing ends.
 func (r *receiver) takeSet() bool {
-	if r.lend == nil || r.set != nil {
+	if r.lend == nil {
+		if r.gro == nil {
+			// A closed socket says so again in the read below; any other
+			// error there too, so waiting is all this is for.
+			_ = r.call.waitReadable(r.sock.rc)
+			r.gro = groBuffers(r.ownGRO)
+		}
+		return true
+	}
+	if r.set != nil {
 		return true
 	}
 	r.set = r.lend.get(r.quit)
