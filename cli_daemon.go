@@ -204,11 +204,11 @@ func runDaemonChild(iface string, mc metricsConfig) error {
 func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig) error {
 	logf, errf := loggers(fmt.Sprintf("fips-go(%s): ", name))
 	d, err := device.New(t, conn.NewDefault(bindOptions(logf)), device.Options{
-		Logf:       errf,
-		Timers:     testTimerParams(),
-		PeerQueue:  envInt("FIPS_GO_PEER_QUEUE", 0),
-		Workers:    envInt("FIPS_GO_WORKERS", 0),
-		AQM:        aqmParams(errf),
+		Logf:      errf,
+		Timers:    testTimerParams(),
+		PeerQueue: envInt("FIPS_GO_PEER_QUEUE", 0),
+		Workers:   envInt("FIPS_GO_WORKERS", 0),
+		AQM:       aqmParams(errf),
 	})
 	if err != nil {
 		l.Close()

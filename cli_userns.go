@@ -144,8 +144,8 @@ func listenUAPI(o userspaceOptions, h ipc.Handler) (*ipc.Listener, error) {
 // whose writes coalesce into lent buffers (GRO).
 func kernelTUNOptions(logf func(string, ...any)) device.Options {
 	return device.Options{
-		Logf:       logf,
-		PeerQueue:  envInt("FIPS_GO_PEER_QUEUE", 0),
+		Logf:      logf,
+		PeerQueue: envInt("FIPS_GO_PEER_QUEUE", 0),
 	}
 }
 
