@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/bits"
 )
 
@@ -23,6 +24,9 @@ const tcpFlagCWR = 0x80
 // that packet and counts it.
 var (
 	errSplitMalformed = errors.New("tun: malformed offloaded packet")
+	// errSplitShort: our buffers are smaller than a packet, which happens
+	// when the MTU went up before the data path heard of it.
+	errSplitShort = fmt.Errorf("tun: packet larger than the read buffers: %w", io.ErrShortBuffer)
 )
 
 func parseVnetHdr(b []byte) (h vnetHdr, ok bool) {
@@ -65,7 +69,7 @@ func splitRead(frame []byte, out [][]byte, sizes []int, offset, from int) (n, ne
 // checksum if the kernel left that to us.
 func splitNone(h vnetHdr, in, dst []byte) (int, error) {
 	if len(in) > len(dst) {
-		return 0, fmt.Errorf("%w: %d-byte packet for a %d-byte buffer", errSplitMalformed, len(in), len(dst))
+		return 0, fmt.Errorf("%w (%d-byte packet, %d-byte buffer)", errSplitShort, len(in), len(dst))
 	}
 	if h.flags&vnetFlagNeedsCsum != 0 && !finishChecksum(in, int(h.csumStart), int(h.csumOffset)) {
 		return 0, errSplitMalformed
@@ -144,7 +148,7 @@ func splitGSO(h vnetHdr, in []byte, out [][]byte, sizes []int, offset, from int)
 		total := hdrLen + len(chunk)
 		dst := out[i-from][offset:]
 		if len(dst) < total {
-			return 0, 0, fmt.Errorf("%w: %d-byte segment for a %d-byte buffer", errSplitMalformed, total, len(dst))
+			return 0, 0, fmt.Errorf("%w (%d-byte segment, %d-byte buffer)", errSplitShort, total, len(dst))
 		}
 		copy(dst, in[:hdrLen])
 		seg := dst[:total]

@@ -3,6 +3,8 @@ package tun
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"io"
 	"math/rand/v2"
 	"testing"
 
@@ -203,5 +205,17 @@ func TestSplitNoneFinishesChecksum(t *testing.T) {
 		if err := packet.Verify(out[0][Headroom : Headroom+sizes[0]]); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestSplitIntoShortBuffers: buffers smaller than the packets (the MTU went
+// up) give an error the data path counts as too big, never a panic or a
+// truncated packet.
+func TestSplitIntoShortBuffers(t *testing.T) {
+	frame, _ := superFrame(t, rand.New(rand.NewPCG(11, 12)))
+	out := [][]byte{make([]byte, Headroom+30)}
+	_, _, err := splitRead(frame, out, []int{0}, Headroom, 0)
+	if !errors.Is(err, io.ErrShortBuffer) {
+		t.Fatalf("split into 30-byte buffers: %v, want io.ErrShortBuffer", err)
 	}
 }
