@@ -330,16 +330,7 @@ func TestSetMark(t *testing.T) {
 	if err := b.SetMark(0); err != nil {
 		t.Fatalf("SetMark(0) on a closed bind: %v", err)
 	}
-	if err := b.SetMark(0x51820); err != nil {
-		t.Fatal(err)
-	}
-	_, _, err := b.Open(0)
-	if errors.Is(err, unix.EPERM) {
-		t.Skip("SO_MARK needs CAP_NET_ADMIN")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	openMarked(t, b)
 	defer b.Close()
 	mark := func() []int {
 		var out []int
@@ -459,5 +450,21 @@ func TestGROBuffersWaitForTheFirstDatagram(t *testing.T) {
 	}
 	if len(r.gro) != b.opts.GROBuffers {
 		t.Fatalf("%d GRO buffers after the first read, want %d", len(r.gro), b.opts.GROBuffers)
+	}
+}
+
+// openMarked sets fwmark 0x51820 on b and opens it, skipping the test where
+// setting a mark is not permitted.
+func openMarked(t *testing.T, b *LinuxBind) {
+	t.Helper()
+	if err := b.SetMark(0x51820); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := b.Open(0)
+	if errors.Is(err, unix.EPERM) {
+		t.Skip("SO_MARK needs CAP_NET_ADMIN")
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -308,16 +308,7 @@ func TestConnectedSocketICMPError(t *testing.T) {
 
 func TestConnectedSocketMark(t *testing.T) {
 	b := NewLinux(Options{})
-	if err := b.SetMark(0x51820); err != nil {
-		t.Fatal(err)
-	}
-	_, _, err := b.Open(0)
-	if errors.Is(err, unix.EPERM) {
-		t.Skip("SO_MARK needs CAP_NET_ADMIN")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	openMarked(t, b)
 	defer b.Close()
 	a, aAddr := peerSock(t)
 	pc, err := b.Connect(Endpoint{Dst: aAddr})

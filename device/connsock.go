@@ -37,15 +37,11 @@ type peerSocket struct {
 // reconnects the socket from that source, since a connected socket's
 // source is fixed and the peer now writes to another of our addresses.
 func (s *peerSockets) move(d *Device, old conn.Endpoint, hadOld bool, new conn.Endpoint, hasNew bool) {
-	cb, ok := d.bind.(conn.ConnectBind)
+	cb, ok := s.lock(d)
 	if !ok {
 		return
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return
-	}
 	if hadOld && hasNew && old.Dst == new.Dst {
 		if e := s.m[new.Dst]; e != nil && stale(e.pc, new) {
 			s.replace(d, cb, e, new)
@@ -118,15 +114,11 @@ func (s *peerSockets) connect(d *Device, cb conn.ConnectBind, ep conn.Endpoint) 
 // (after a rebind closed the old ones). The peers' sticky sources were
 // cleared, so each connects from the kernel's choice.
 func (s *peerSockets) reconnectAll(d *Device) {
-	cb, ok := d.bind.(conn.ConnectBind)
+	cb, ok := s.lock(d)
 	if !ok {
 		return
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return
-	}
 	for dst, e := range s.m {
 		s.replace(d, cb, e, conn.Endpoint{Dst: dst})
 	}
@@ -204,4 +196,19 @@ func (d *Device) peerSocketReader(pc conn.PeerConn) {
 			rb.release()
 		}
 	}
+}
+
+// lock takes mu and returns the device's bind as a ConnectBind; false (mu
+// not held) when the bind has no connected sockets or the device stops.
+func (s *peerSockets) lock(d *Device) (conn.ConnectBind, bool) {
+	cb, ok := d.bind.(conn.ConnectBind)
+	if !ok {
+		return nil, false
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, false
+	}
+	return cb, true
 }
