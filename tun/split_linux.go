@@ -18,7 +18,15 @@ type splitReader struct {
 	buf   []byte     // one frame: the header and up to 64 KiB
 	frame []byte     // the frame being split, nil when none
 	next  int        // its next segment
+	kept  bool       // frame was already kept once for larger buffers
 }
+
+// errKeptForLargerBuffers is what a read returns when the packet it read
+// did not fit the caller's buffers: the MTU went up and the data path has
+// not grown its buffers yet. The packet is kept and split into the next
+// call's buffers (once: if those are no larger it is dropped with
+// io.ErrShortBuffer), so an MTU raise costs no packet.
+var errKeptForLargerBuffers = errors.New("tun: packet larger than the read buffers, kept for the next read")
 
 func newSplitReader(f *os.File) *splitReader {
 	return &splitReader{f: f, buf: make([]byte, vnetHdrLen+65535)}
@@ -38,10 +46,14 @@ func (r *splitReader) read(bufs [][]byte, sizes []int, offset int) (int, error) 
 		r.frame, r.next = r.buf[:n], 0
 	}
 	n, next, err := splitRead(r.frame, bufs, sizes, offset, r.next)
-	if err != nil || next == 0 {
-		r.frame = nil
-	} else {
-		r.next = next
+	switch {
+	case errors.Is(err, errSplitShort) && !r.kept:
+		r.kept = true
+		return 0, errKeptForLargerBuffers
+	case err != nil || next == 0:
+		r.frame, r.kept = nil, false
+	default:
+		r.next, r.kept = next, false
 	}
 	return n, err
 }
