@@ -3,7 +3,6 @@ package metrics_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/device/devicetest"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/metrics"
 	"github.com/fips-go/fips-go/tun/memtun"
@@ -94,8 +94,8 @@ func newPair(t testing.TB) *pair {
 	p := &pair{netw: membind.NewNetwork(membind.NetOptions{})}
 	hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	p.ta, p.tb = memtun.New("a", 1420, 4096), memtun.New("b", 1420, 4096)
-	p.a, p.keyA = newDevice(t, p.ta, p.netw.NewBind(hostA))
-	p.b, p.keyB = newDevice(t, p.tb, p.netw.NewBind(hostB))
+	p.a, p.keyA = devicetest.New(t, p.ta, p.netw.NewBind(hostA), device.Options{})
+	p.b, p.keyB = devicetest.New(t, p.tb, p.netw.NewBind(hostB), device.Options{})
 	p.epA = netip.AddrPortFrom(hostA, p.a.Status().ListenPort)
 	epB := netip.AddrPortFrom(hostB, p.b.Status().ListenPort)
 	apply(t, p.a, device.PeerConfig{PublicKey: p.keyB.PublicKey(), Endpoint: &epB,
@@ -103,23 +103,6 @@ func newPair(t testing.TB) *pair {
 	apply(t, p.b, device.PeerConfig{PublicKey: p.keyA.PublicKey(),
 		AllowedIPs: []device.AllowedIPChange{{Prefix: netip.PrefixFrom(addrA, 32)}}})
 	return p
-}
-
-func newDevice(t testing.TB, td *memtun.Device, b *membind.Bind) (*device.Device, noise.PrivateKey) {
-	t.Helper()
-	key, err := noise.GeneratePrivateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := device.New(td, b, device.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	if err := d.Apply(&device.Config{PrivateKey: &key}); err != nil {
-		t.Fatal(err)
-	}
-	return d, key
 }
 
 func apply(t testing.TB, d *device.Device, pcs ...device.PeerConfig) {
@@ -328,7 +311,7 @@ func TestPeerCapHolds(t *testing.T) {
 func tenThousandPeers(t testing.TB) *device.Device {
 	t.Helper()
 	netw := membind.NewNetwork(membind.NetOptions{})
-	d, _ := newDevice(t, memtun.New("big", 1420, 16), netw.NewBind(netip.MustParseAddr("192.0.2.1")))
+	d, _ := devicetest.New(t, memtun.New("big", 1420, 16), netw.NewBind(netip.MustParseAddr("192.0.2.1")), device.Options{})
 	pcs := make([]device.PeerConfig, 10000)
 	for i := range pcs {
 		pcs[i].PublicKey[0], pcs[i].PublicKey[1], pcs[i].PublicKey[31] = byte(i), byte(i>>8), 1

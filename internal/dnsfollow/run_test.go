@@ -2,7 +2,6 @@ package dnsfollow_test
 
 import (
 	"context"
-	"crypto/rand"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/device/devicetest"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/device/timers"
 	"github.com/fips-go/fips-go/internal/dnsfollow"
@@ -20,22 +20,9 @@ import (
 
 var addrA, addrB = netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 
+// newDevice retransmits unanswered initiations every 300 ms instead of 5 s.
 func newDevice(t *testing.T, td *memtun.Device, b *membind.Bind) (*device.Device, noise.PrivateKey) {
-	t.Helper()
-	key, err := noise.GeneratePrivateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Retransmit unanswered initiations every 300 ms instead of 5 s.
-	d, err := device.New(td, b, device.Options{Timers: timers.Params{RekeyTimeout: 300 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	if err := d.Apply(&device.Config{PrivateKey: &key}); err != nil {
-		t.Fatal(err)
-	}
-	return d, key
+	return devicetest.New(t, td, b, device.Options{Timers: timers.Params{RekeyTimeout: 300 * time.Millisecond}})
 }
 
 // fakeDNS is a resolver the test controls, counting lookups per host.

@@ -2,7 +2,6 @@ package fairness
 
 import (
 	"context"
-	"crypto/rand"
 	"net/netip"
 	"strings"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/device/devicetest"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
@@ -75,39 +75,17 @@ var spokeOptions = device.Options{Workers: 1, BatchSize: 32, Batches: 4, SmallBa
 
 var heavyOptions = device.Options{Workers: 10, BatchSize: 32, Batches: 40, SmallBatches: 16, HandshakeQueue: 16, StagingBuffers: 128}
 
-func newKey(t testing.TB) noise.PrivateKey {
-	t.Helper()
-	k, err := noise.GeneratePrivateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-func newDevice(t testing.TB, td *memtun.Device, b *membind.Bind, key noise.PrivateKey, opts device.Options) *device.Device {
-	t.Helper()
-	d, err := device.New(td, b, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	if err := d.Apply(&device.Config{PrivateKey: &key}); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 func newTestbed(t testing.TB, ctx context.Context) *testbed {
 	t.Helper()
 	netw := membind.NewNetwork(membind.NetOptions{})
 	tb := &testbed{netw: netw, gwTun: memtun.New("gateway", 1420, 0)}
-	gwKey := newKey(t)
-	tb.gw = newDevice(t, tb.gwTun, netw.NewBind(gatewayHost), gwKey, gatewayOptions)
+	gwKey := devicetest.Key(t)
+	tb.gw = devicetest.NewWithKey(t, tb.gwTun, netw.NewBind(gatewayHost), gwKey, gatewayOptions)
 	gwEP := netip.AddrPortFrom(gatewayHost, tb.gw.Status().ListenPort)
 
 	peers := make([]device.PeerConfig, configured)
 	for i := range peers {
-		key := newKey(t)
+		key := devicetest.Key(t)
 		ep := netip.AddrPortFrom(spokeHost, uint16(20000+i)) // idle peers: nobody there
 		if i < spokes {
 			s := &spoke{tun: memtun.New("spoke", 1420, 256), key: key}
@@ -115,7 +93,7 @@ func newTestbed(t testing.TB, ctx context.Context) *testbed {
 			if i == heavySpoke {
 				s.tun, opts = memtun.New("heavy", 1420, 2560), heavyOptions
 			}
-			s.dev = newDevice(t, s.tun, netw.NewBind(spokeHost), key, opts)
+			s.dev = devicetest.NewWithKey(t, s.tun, netw.NewBind(spokeHost), key, opts)
 			ep = netip.AddrPortFrom(spokeHost, s.dev.Status().ListenPort)
 			gwPub := gwKey.PublicKey()
 			if err := s.dev.Apply(&device.Config{Peers: []device.PeerConfig{{

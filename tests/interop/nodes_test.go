@@ -2,7 +2,6 @@ package interop
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/device/devicetest"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/tun"
 	"github.com/fips-go/fips-go/tun/netstack"
@@ -52,14 +52,6 @@ type node interface {
 	close()
 }
 
-func newKey(t testing.TB) noise.PrivateKey {
-	k, err := noise.GeneratePrivateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
 func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
 
 // pingData is the payload of echo request seq, distinct per seq so a
@@ -88,7 +80,7 @@ func newFipsNode(t testing.TB, ip netip.Addr, withPing bool) *fipsNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &fipsNode{ns: ns, key: newKey(t), ip: ip}
+	n := &fipsNode{ns: ns, key: devicetest.Key(t), ip: ip}
 	var td tun.Device = ns
 	if withPing {
 		n.inj = newInjectTUN(ns)

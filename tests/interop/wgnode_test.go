@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
 
+	"github.com/fips-go/fips-go/device/devicetest"
 	"github.com/fips-go/fips-go/device/noise"
 
 	wgconn "golang.zx2c4.com/wireguard/conn"
@@ -41,7 +42,7 @@ func newWGNode(t testing.TB, ip netip.Addr) *wgNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &wgNode{tnet: tnet, key: newKey(t), ip: ip}
+	n := &wgNode{tnet: tnet, key: devicetest.Key(t), ip: ip}
 	n.dev = wgdevice.NewDevice(tdev, wgconn.NewDefaultBind(), wgdevice.NewLogger(wgdevice.LogLevelSilent, ""))
 	t.Cleanup(n.close)
 	if err := n.dev.IpcSet(fmt.Sprintf("private_key=%s\nlisten_port=0\n", n.key.Hex())); err != nil {

@@ -2,7 +2,6 @@ package netstack
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"net"
 	"net/netip"
@@ -16,7 +15,7 @@ import (
 
 	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device"
-	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/device/devicetest"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 )
@@ -147,8 +146,8 @@ func wanRun(t *testing.T, s wanSetting, nopts membind.NetOptions, dur time.Durat
 	netw := membind.NewNetwork(nopts)
 	na, nb := wanNet(t, s, addrA4), wanNet(t, s, addrB4)
 	hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
-	da, ka := wanDevice(t, na, netw.NewBind(hostA))
-	db, kb := wanDevice(t, nb, netw.NewBind(hostB))
+	da, ka := devicetest.New(t, na, netw.NewBind(hostA), device.Options{})
+	db, kb := devicetest.New(t, nb, netw.NewBind(hostB), device.Options{})
 	ep := netip.AddrPortFrom(hostB, db.Status().ListenPort)
 	pa, pb := ka.PublicKey(), kb.PublicKey()
 	if err := da.Apply(&device.Config{Peers: []device.PeerConfig{{PublicKey: pb, Endpoint: &ep,
@@ -235,23 +234,6 @@ func wanNet(t *testing.T, s wanSetting, addr netip.Addr) *Net {
 		}
 	}
 	return n
-}
-
-func wanDevice(t *testing.T, n *Net, b *membind.Bind) (*device.Device, noise.PrivateKey) {
-	t.Helper()
-	key, err := noise.GeneratePrivateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := device.New(n, b, device.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	if err := d.Apply(&device.Config{PrivateKey: &key}); err != nil {
-		t.Fatal(err)
-	}
-	return d, key
 }
 
 // wanDrops lists the devices' nonzero drop counters, so that a run's
