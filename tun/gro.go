@@ -305,31 +305,28 @@ func (p *groPlan) prepare(pkts [][]byte, i int) vnetHdr {
 		total += p.pkts[j].payload
 		push = p.pkts[j].push
 	}
-	return finishRun(pkts[i], g, g.payload, total, push)
+	return finishRun(pkts[i], g, total, push)
 }
 
 // finishRun rewrites the head of a run with more than one packet into the
 // super-packet's header and returns the virtio-net header to write before
-// it. total is the super-packet's IP length.
-func finishRun(head []byte, g *groPkt, gso int, total int, push bool) vnetHdr {
+// it. total is the super-packet's IP length; the head's payload size is
+// the segment size.
+func finishRun(head []byte, g *groPkt, total int, push bool) vnetHdr {
 	hl := g.ipLen
 	h := vnetHdr{
 		flags:     vnetFlagNeedsCsum,
 		hdrLen:    uint16(g.hdrLen),
-		gsoSize:   uint16(gso),
+		gsoSize:   uint16(g.payload),
 		csumStart: uint16(hl),
 	}
-	var sum uint32
 	if g.key.v6 {
 		binary.BigEndian.PutUint16(head[4:], uint16(total-hl))
-		sum = sumBytes(head[8:40], 0)
 	} else {
 		binary.BigEndian.PutUint16(head[2:], uint16(total))
 		head[10], head[11] = 0, 0
-		binary.BigEndian.PutUint16(head[10:], ^fold(sumBytes(head[:20], 0)))
-		sum = sumBytes(head[12:20], 0)
+		binary.BigEndian.PutUint16(head[10:], ^foldLE(sumLE(head[:20], 0)))
 	}
-	sum += uint32(g.key.proto) + uint32(total-hl)
 	if g.key.proto == protoTCP {
 		h.csumOffset = 16
 		h.gsoType = vnetGSOTCPv4
@@ -346,28 +343,9 @@ func finishRun(head []byte, g *groPkt, gso int, total int, push bool) vnetHdr {
 	}
 	// CHECKSUM_PARTIAL: the field holds the folded pseudo-header sum (not
 	// its complement); whoever finishes the checksum adds the rest to it.
-	binary.BigEndian.PutUint16(head[hl+int(h.csumOffset):], fold(sum))
+	sum := pseudoSumLE(addrSumLE(head, g.key.v6), g.key.proto, total-hl)
+	binary.BigEndian.PutUint16(head[hl+int(h.csumOffset):], foldLE(sum))
 	return h
-}
-
-// sumBytes adds b as big-endian 16-bit words to sum, without folding.
-func sumBytes(b []byte, sum uint32) uint32 {
-	for len(b) >= 2 {
-		sum += uint32(b[0])<<8 | uint32(b[1])
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		sum += uint32(b[0]) << 8
-	}
-	return sum
-}
-
-// fold reduces a 32-bit one's-complement sum to 16 bits.
-func fold(sum uint32) uint16 {
-	for sum > 0xffff {
-		sum = sum>>16 + sum&0xffff
-	}
-	return uint16(sum)
 }
 
 // nothing plans every packet as a write of its own.

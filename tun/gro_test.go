@@ -17,12 +17,9 @@ import (
 // checksums of the result are left for normalize to recompute.
 func kernelSplit(t *testing.T, frame []byte) [][]byte {
 	t.Helper()
-	h := vnetHdr{
-		flags: frame[0], gsoType: frame[1],
-		hdrLen:     binary.NativeEndian.Uint16(frame[2:]),
-		gsoSize:    binary.NativeEndian.Uint16(frame[4:]),
-		csumStart:  binary.NativeEndian.Uint16(frame[6:]),
-		csumOffset: binary.NativeEndian.Uint16(frame[8:]),
+	h, ok := parseVnetHdr(frame)
+	if !ok {
+		t.Fatalf("a %d-byte frame", len(frame))
 	}
 	pkt := frame[vnetHdrLen:]
 	ecn := h.gsoType&vnetGSOECN != 0
@@ -82,21 +79,26 @@ func checkSuper(t *testing.T, h vnetHdr, pkt []byte) {
 		}
 		src, dst = pkt[8:24], pkt[24:40]
 	}
-	sum := sumBytes(src, sumBytes(dst, 0))
-	proto := uint32(protoTCP)
+	proto := uint8(protoTCP)
 	if h.gsoType == vnetGSOUDPL4 {
 		proto = protoUDP
 		if int(binary.BigEndian.Uint16(pkt[hl+4:])) != len(pkt)-hl {
 			t.Fatalf("UDP super-packet length field %d of %d", binary.BigEndian.Uint16(pkt[hl+4:]), len(pkt)-hl)
 		}
 	}
-	want := fold(sum + proto + uint32(len(pkt)-hl))
+	want := pseudoRef(src, dst, proto, len(pkt)-hl)
 	if got := binary.BigEndian.Uint16(pkt[hl+int(h.csumOffset):]); got != want {
 		t.Fatalf("partial checksum %#x, want the pseudo-header sum %#x", got, want)
 	}
 	if int(h.hdrLen) > len(pkt) || h.gsoSize == 0 {
 		t.Fatalf("virtio header %+v for a %d-byte packet", h, len(pkt))
 	}
+}
+
+// pseudoRef is the folded pseudo-header sum by RFC 1071's definition
+// (packet.Checksum), independent of the code under test.
+func pseudoRef(src, dst []byte, proto uint8, length int) uint16 {
+	return ^packet.Checksum(src, dst, []byte{0, proto}, []byte{byte(length >> 8), byte(length)})
 }
 
 // normalize zeroes what legitimately differs between a packet and the

@@ -74,14 +74,12 @@ func superFrame(t testing.TB, r *rand.Rand) (frame []byte, gso int) {
 	g := parseGRO(pkt)
 	h.csumStart, h.hdrLen = uint16(g.ipLen), uint16(g.hdrLen)
 	// The kernel leaves the pseudo-header sum where the checksum goes.
-	var sum uint32
+	sa, da := pkt[12:16], pkt[16:20]
 	if g.key.v6 {
-		sum = sumBytes(pkt[8:40], 0)
-	} else {
-		sum = sumBytes(pkt[12:20], 0)
+		sa, da = pkt[8:24], pkt[24:40]
 	}
 	at := g.ipLen + int(h.csumOffset)
-	binary.BigEndian.PutUint16(pkt[at:], fold(sum+uint32(g.key.proto)+uint32(len(pkt)-g.ipLen)))
+	binary.BigEndian.PutUint16(pkt[at:], pseudoRef(sa, da, g.key.proto, len(pkt)-g.ipLen))
 	frame = make([]byte, vnetHdrLen, vnetHdrLen+len(pkt))
 	h.put(frame)
 	return append(frame, pkt...), gso
@@ -217,5 +215,24 @@ func TestSplitIntoShortBuffers(t *testing.T) {
 	_, _, err := splitRead(frame, out, []int{0}, Headroom, 0)
 	if !errors.Is(err, io.ErrShortBuffer) {
 		t.Fatalf("split into 30-byte buffers: %v, want io.ErrShortBuffer", err)
+	}
+}
+
+// TestPseudoSumCarries: addresses whose sum fills the 64-bit accumulator
+// must not lose the carry that adding the protocol and length makes.
+func TestPseudoSumCarries(t *testing.T) {
+	for _, addrs := range [][]byte{
+		bytes.Repeat([]byte{0xff}, 8),
+		bytes.Repeat([]byte{0xff}, 32),
+		{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe},
+		make([]byte, 8),
+	} {
+		half := len(addrs) / 2
+		for _, length := range []int{0, 1, 0xffff} {
+			got := foldLE(pseudoSumLE(sumLE(addrs, 0), protoUDP, length))
+			if want := pseudoRef(addrs[:half], addrs[half:], protoUDP, length); got != want {
+				t.Errorf("addresses %x, length %d: %#x, want %#x", addrs, length, got, want)
+			}
+		}
 	}
 }
