@@ -45,6 +45,24 @@ func run(t *testing.T, args ...string) {
 	}
 }
 
+// upTUN creates TUN name with MTU 1420, closed when the test ends, and
+// brings it up as local in 198.18.sub.0/24, a benchmarking-range subnet
+// (RFC 2544) that nothing else on a development machine routes; peer is
+// another address there, reached through the TUN.
+func upTUN(t *testing.T, name string, sub int) (dev tun.Device, local, peer netip.Addr) {
+	t.Helper()
+	dev, err := tun.Create(name, 1420)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	local = netip.MustParseAddr(fmt.Sprintf("198.18.%d.1", sub))
+	peer = netip.MustParseAddr(fmt.Sprintf("198.18.%d.2", sub))
+	run(t, "ip", "addr", "add", local.String()+"/24", "dev", name)
+	run(t, "ip", "link", "set", name, "up")
+	return dev, local, peer
+}
+
 // reader copies every packet the device returns into a channel, so the test
 // can wait for a particular one with a timeout; it stops when Read fails
 // (the device was closed).
@@ -111,11 +129,7 @@ func writePacket(t *testing.T, dev tun.Device, pkt []byte) {
 func TestKernelTUN(t *testing.T) {
 	requireRoot(t)
 	name := fmt.Sprintf("fipst%d", os.Getpid()%100000)
-	dev, err := tun.Create(name, 1420)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev, local, peer := upTUN(t, name, os.Getpid()%256)
 	if got, err := dev.Name(); err != nil || got != name {
 		t.Fatalf("Name = %q, %v; want %q", got, err, name)
 	}
@@ -125,13 +139,6 @@ func TestKernelTUN(t *testing.T) {
 	if bs := dev.BatchSize(); bs < 2 {
 		t.Fatalf("BatchSize = %d: offloads (IFF_VNET_HDR) are not on", bs)
 	}
-	// A benchmarking-range subnet (RFC 2544) that nothing else on a
-	// development machine routes.
-	sub := os.Getpid() % 256
-	local := netip.MustParseAddr(fmt.Sprintf("198.18.%d.1", sub))
-	peer := netip.MustParseAddr(fmt.Sprintf("198.18.%d.2", sub))
-	run(t, "ip", "addr", "add", local.String()+"/24", "dev", name)
-	run(t, "ip", "link", "set", name, "up")
 	pkts := reader(dev)
 
 	// ping: the kernel's echo request reaches Read, our reply reaches ping.
@@ -247,17 +254,7 @@ func TestKernelTUNFromFile(t *testing.T) {
 // data-valid flag are accepted.
 func TestKernelTUNCoalescedWrites(t *testing.T) {
 	requireRoot(t)
-	name := fmt.Sprintf("fipsg%d", os.Getpid()%100000)
-	dev, err := tun.Create(name, 1420)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	sub := (os.Getpid() + 1) % 256
-	local := netip.MustParseAddr(fmt.Sprintf("198.18.%d.1", sub))
-	peer := netip.MustParseAddr(fmt.Sprintf("198.18.%d.2", sub))
-	run(t, "ip", "addr", "add", local.String()+"/24", "dev", name)
-	run(t, "ip", "link", "set", name, "up")
+	dev, local, peer := upTUN(t, fmt.Sprintf("fipsg%d", os.Getpid()%100000), (os.Getpid()+1)%256)
 	pkts := reader(dev)
 	batch := func(ps ...[]byte) {
 		t.Helper()
