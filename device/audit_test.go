@@ -449,3 +449,38 @@ func TestReceiveBuffersFollowMTURaise(t *testing.T) {
 	t.Fatalf("no %d-byte packet got through after the MTU raise; b's bind dropped %d as oversize",
 		len(pkt), b.bind.(interface{ Stats() conn.Stats }).Stats().RxOversize)
 }
+
+// The window behind TestStagedPacketsAreNotOvertaken, made deterministic:
+// the session comes up after sendBatch looked for staged packets and
+// before it takes a counter for the new batch (the handshake worker holds
+// mu, not txMu). The staged packets must still leave first.
+func TestStagedPacketsGoFirstWhenTheSessionAppearsMidSend(t *testing.T) {
+	a, b := memPair(t, membind.NetOptions{})
+	ta, tb := a.tun.(*memtun.Device), b.tun.(*memtun.Device)
+	ta.Inject(udpPacket(addrA, addrB, 1, 64))
+	next(t, tb, 5*time.Second) // session up
+	p := a.dev.lookupPeer(b.key.PublicKey())
+	p.txMu.Lock()
+	p.mu.Lock()
+	staged := [][]byte{udpPacket(addrA, addrB, 2, 64), udpPacket(addrA, addrB, 3, 64)}
+	bufs := make([][]byte, len(staged))
+	sizes := make([]int, len(staged))
+	for i, pkt := range staged {
+		bufs[i] = make([]byte, stagedFrom+len(pkt))
+		sizes[i] = copy(bufs[i][stagedFrom:], pkt)
+	}
+	p.stageLocked(bufs, sizes)
+	p.mu.Unlock()
+	nb := a.dev.getSmall()
+	pkt := udpPacket(addrA, addrB, 4, 64)
+	nb.sizes[0] = copy(nb.bufs[0][stagedFrom:], pkt)
+	nb.n = 1
+	p.sendBatchTxLocked(nb, time.Now())
+	p.txMu.Unlock()
+	for want := uint32(2); want <= 4; want++ {
+		got := next(t, tb, 5*time.Second)
+		if seq := binary.BigEndian.Uint32(got[28:]); seq != want {
+			t.Fatalf("packet %d arrived where %d was due", seq, want)
+		}
+	}
+}

@@ -205,6 +205,19 @@ func (p *Peer) sendBatchTxLocked(b *batch, now time.Time) {
 		p.initiate(now, false)
 		return
 	}
+	if len(p.staged) > 0 {
+		// The session came up after sendBatch looked for staged packets (the
+		// handshake worker installs it under mu, not txMu): they go first.
+		// sendStaged empties the stage, and an exhausted keypair is not
+		// current, so the second call below cannot come back here.
+		pkts := p.takeStagedLocked()
+		p.mu.Unlock()
+		kp.Release()
+		unreserve()
+		p.sendStaged(pkts, now)
+		p.sendBatchTxLocked(b, now)
+		return
+	}
 	data := false
 	for i := 0; i < b.n; i++ {
 		c, ok := kp.NextCounter()
