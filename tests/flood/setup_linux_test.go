@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,8 +35,20 @@ func requireRoot(t testing.TB) {
 	}
 }
 
-// impl is one WireGuard implementation under test.
-type impl struct{ name, bin string }
+// impl is one WireGuard implementation under test, as the victim and,
+// unless initiator is set, as the initiator too.
+type impl struct {
+	name, bin string
+	initiator *impl // another implementation on the initiator's side
+}
+
+// initiatorImpl is what runs on the initiator's side.
+func (im impl) initiatorImpl() impl {
+	if im.initiator != nil {
+		return *im.initiator
+	}
+	return im
+}
 
 // buildImpls returns fips-go (FIPS_GO_BIN or built from this tree),
 // wireguard-go built from the version go.mod pins, and Tailscale's fork
@@ -62,19 +75,33 @@ func buildImpls(t testing.TB, all bool) []impl {
 	} else if fips, err = filepath.Abs(fips); err != nil {
 		t.Fatal(err)
 	}
-	impls := []impl{{"fips-go", fips}}
+	impls := []impl{{name: "fips-go", bin: fips}}
 	if !all {
 		return impls
 	}
-	impls = append(impls, impl{"wireguard-go", build("wireguard-go", "golang.zx2c4.com/wireguard")})
+	impls = append(impls, impl{name: "wireguard-go", bin: build("wireguard-go", "golang.zx2c4.com/wireguard")})
 	ts := os.Getenv("FIPS_FLOOD_TS_BIN")
 	if ts == "" {
 		ts = filepath.Join(root, "bin", "wireguard-go-ts")
 	}
 	if _, err := os.Stat(ts); err == nil {
-		impls = append(impls, impl{"wireguard-go-ts", ts})
+		impls = append(impls, impl{name: "wireguard-go-ts", bin: ts})
 	} else {
 		t.Logf("no Tailscale fork at %s: measuring without it", ts)
+	}
+	// The second handshake target: wireguard-go initiating to a
+	// fips-go victim, which must complete within Rekey-Timeout plus 1 s
+	// (wireguard-go waits out Rekey-Timeout after a cookie reply).
+	wg := impls[1]
+	impls = append(impls, impl{name: "fips-go victim; wireguard-go initiator", bin: fips, initiator: &wg})
+	if only := os.Getenv("FIPS_FLOOD_ONLY"); only != "" {
+		var kept []impl
+		for _, im := range impls {
+			if slices.Contains(strings.Split(only, ","), im.name) {
+				kept = append(kept, im)
+			}
+		}
+		impls = kept
 	}
 	return impls
 }

@@ -57,7 +57,7 @@ func newTestbed(t testing.TB, im impl) *testbed {
 
 	b.keyV, b.keyI = newKeypair(t), newKeypair(t)
 	b.victim = startDaemon(t, b.nsV, im, "flwv")
-	b.initiator = startDaemon(t, b.nsI, im, "flwi")
+	b.initiator = startDaemon(t, b.nsI, im.initiatorImpl(), "flwi")
 	b.nsV.Run("wg", "set", b.victim.iface, "listen-port", strconv.Itoa(victimPort),
 		"private-key", b.keyV.privFile, "peer", b.keyI.pub,
 		"endpoint", fmt.Sprintf("%s:%d", undInitiator, victimPort), "allowed-ips", tunInitiator+"/32")
