@@ -51,8 +51,10 @@ func (im impl) initiatorImpl() impl {
 }
 
 // buildImpls returns fips-go (FIPS_GO_BIN or built from this tree),
-// wireguard-go built from the version go.mod pins, and Tailscale's fork
-// when bin/wireguard-go-ts (or FIPS_FLOOD_TS_BIN) exists.
+// wireguard-go built from the version go.mod pins, Tailscale's fork
+// when bin/wireguard-go-ts (or FIPS_FLOOD_TS_BIN) exists, and fips-go as
+// the victim of a wireguard-go initiator. FIPS_FLOOD_ONLY, a
+// comma-separated list of those names, keeps only the rows it names.
 func buildImpls(t testing.TB, all bool) []impl {
 	t.Helper()
 	root, err := filepath.Abs("../..")
