@@ -143,11 +143,10 @@ func (d *Device) splitSparse(rb *batch, p *Peer, now time.Time) {
 // sendBatch assigns nonces to b's packets in order and hands b to the crypto
 // workers and to the peer's sequencer. With no usable session the packets
 // are staged and a handshake is started; with one, packets staged earlier
-// go first, so that nothing newer overtakes them.
+// go first (sendBatchTxLocked), so that nothing newer overtakes them.
 func (p *Peer) sendBatch(b *batch, now time.Time) {
 	p.txMu.Lock()
 	defer p.txMu.Unlock()
-	p.sendStagedTxLocked(now)
 	p.sendBatchTxLocked(b, now)
 }
 
@@ -206,10 +205,12 @@ func (p *Peer) sendBatchTxLocked(b *batch, now time.Time) {
 		return
 	}
 	if len(p.staged) > 0 {
-		// The session came up after sendBatch looked for staged packets (the
-		// handshake worker installs it under mu, not txMu): they go first.
-		// sendStaged empties the stage, and an exhausted keypair is not
-		// current, so the second call below cannot come back here.
+		// Packets staged before the session came up go first. Checked here,
+		// under mu with the keypair in hand, because the handshake worker
+		// installs a session under mu, not txMu: a look before taking mu
+		// could miss one that appears meanwhile. sendStaged empties the
+		// stage, and an exhausted keypair is not current, so the second
+		// call below cannot come back here.
 		pkts := p.takeStagedLocked()
 		p.mu.Unlock()
 		kp.Release()
