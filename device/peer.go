@@ -30,9 +30,6 @@ type Peer struct {
 	// check to the counter assignment, so staged packets are never
 	// overtaken. It is the outermost lock of the peer's send path.
 	txMu sync.Mutex
-	// hasStaged mirrors len(staged) > 0 so the send path can skip mu when
-	// nothing is staged; written under mu.
-	hasStaged atomic.Bool
 
 	mu         sync.Mutex // guards the fields below up to the blank line
 	hs         *noise.Handshake
@@ -178,7 +175,6 @@ func (p *Peer) stageLocked(bufs [][]byte, sizes []int) {
 		}
 		p.staged = append(p.staged, append(buf[:0], pkt...))
 	}
-	p.hasStaged.Store(len(p.staged) > 0)
 }
 
 // sendStagedSoonLocked has the timer goroutine send the staged packets. Not
@@ -199,7 +195,6 @@ func (p *Peer) takeStagedLocked() [][]byte {
 	s := p.staged
 	p.staged = nil
 	p.stagedDue = false
-	p.hasStaged.Store(false)
 	return s
 }
 
@@ -210,7 +205,6 @@ func (p *Peer) dropStagedLocked() int {
 		p.d.staging.put(b)
 	}
 	p.staged = nil
-	p.hasStaged.Store(false)
 	return n
 }
 

@@ -152,21 +152,13 @@ func (p *Peer) sendBatch(b *batch, now time.Time) {
 
 // sendStagedNow sends the staged packets if a session is up (the timer
 // goroutine's job once a handshake completes and no new packet comes).
+// Taking the staged packets and giving them counters happen under txMu,
+// so no other sender of this peer can slip in between.
 func (p *Peer) sendStagedNow(now time.Time) {
 	p.txMu.Lock()
 	defer p.txMu.Unlock()
-	p.sendStagedTxLocked(now)
-}
-
-// sendStagedTxLocked sends what is staged, if a session is up. Taking the
-// staged packets and giving them counters happen under txMu, so no other
-// sender of this peer can slip in between.
-func (p *Peer) sendStagedTxLocked(now time.Time) {
-	if !p.hasStaged.Load() {
-		return
-	}
 	p.mu.Lock()
-	if p.currentSendKeypairLocked(now) == nil {
+	if len(p.staged) == 0 || p.currentSendKeypairLocked(now) == nil {
 		p.mu.Unlock()
 		return
 	}

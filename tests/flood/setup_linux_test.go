@@ -81,7 +81,8 @@ func buildImpls(t testing.TB, all bool) []impl {
 	if !all {
 		return impls
 	}
-	impls = append(impls, impl{name: "wireguard-go", bin: build("wireguard-go", "golang.zx2c4.com/wireguard")})
+	wg := impl{name: "wireguard-go", bin: build("wireguard-go", "golang.zx2c4.com/wireguard")}
+	impls = append(impls, wg)
 	ts := os.Getenv("FIPS_FLOOD_TS_BIN")
 	if ts == "" {
 		ts = filepath.Join(root, "bin", "wireguard-go-ts")
@@ -94,7 +95,6 @@ func buildImpls(t testing.TB, all bool) []impl {
 	// The second handshake target: wireguard-go initiating to a
 	// fips-go victim, which must complete within Rekey-Timeout plus 1 s
 	// (wireguard-go waits out Rekey-Timeout after a cookie reply).
-	wg := impls[1]
 	impls = append(impls, impl{name: "fips-go victim; wireguard-go initiator", bin: fips, initiator: &wg})
 	if only := os.Getenv("FIPS_FLOOD_ONLY"); only != "" {
 		var kept []impl
