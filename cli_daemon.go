@@ -207,6 +207,7 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig) error {
 		Logf:      errf,
 		Timers:    testTimerParams(),
 		PeerQueue: envInt("FIPS_GO_PEER_QUEUE", 0),
+		Batches:   envInt("FIPS_GO_BATCHES", 0),
 		Workers:   envInt("FIPS_GO_WORKERS", 0),
 		AQM:       aqmParams(errf),
 	})
