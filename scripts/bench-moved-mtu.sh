@@ -16,6 +16,7 @@ impls=("${@:-fips-go wireguard-go}")
 [ "$(id -u)" -eq 0 ] || { echo "bench-moved-mtu: needs root" >&2; exit 1; }
 bash scripts/deps.sh
 mkdir -p bin
+export CGO_ENABLED=0 # static, as bench-netns.sh
 go build -o bin/fips-go .
 go build -o bin/wireguard-go golang.zx2c4.com/wireguard
 NR=fmove-r NA=fmove-a NB=fmove-b
