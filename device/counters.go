@@ -18,6 +18,7 @@ const (
 	cRxHandshakeBadMAC
 	cRxHandshakeRejected
 	cRxHandshakeRateLimited
+	cRxHandshakeReadsPaused
 	cRxCookieReplies
 	cTxNoRoute
 	cTxNoEndpoint
@@ -61,6 +62,7 @@ var counterNames = [numCounters]string{
 	cRxHandshakeBadMAC:            "rx_drop_handshake_bad_mac",
 	cRxHandshakeRejected:          "rx_drop_handshake_rejected",
 	cRxHandshakeRateLimited:       "rx_drop_handshake_rate_limited",
+	cRxHandshakeReadsPaused:       "rx_handshake_reads_paused",
 	cRxCookieReplies:              "rx_cookie_replies",
 	cTxNoRoute:                    "tx_drop_no_route",
 	cTxNoEndpoint:                 "tx_drop_no_endpoint",

@@ -69,6 +69,13 @@ type Options struct {
 	// (default 5000, a burst of a tenth of it). A configured peer's
 	// initiations are answered from their own share (see triage).
 	CookieReplies int
+	// HandshakeReads bounds, under load, the handshake messages a second
+	// that each shared socket's reader takes in; past it the reader waits
+	// and the kernel drops the excess at the full socket, for far less
+	// than reading it and checking its MAC1 costs (default 20,000, four
+	// times CookieReplies, a burst of a twentieth of it). Configured
+	// peers' traffic arrives on their connected sockets and is not paced.
+	HandshakeReads int
 	// MaxPeers caps the configured peers (default 65,536, as wireguard-go);
 	// a request that would end with more is refused whole (ErrTooMany).
 	MaxPeers int
@@ -128,6 +135,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.CookieReplies <= 0 {
 		o.CookieReplies = 5000
+	}
+	if o.HandshakeReads <= 0 {
+		o.HandshakeReads = 20000
 	}
 	if o.MaxPeers <= 0 {
 		o.MaxPeers = 1 << 16

@@ -5,11 +5,14 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/device/ratelimit"
+	"github.com/fips-go/fips-go/tun/memtun"
 )
 
 // Cookie mode (MAC2 required) holds for ratelimit.LoadHold after the
@@ -281,4 +284,48 @@ func TestTriageBoundsCookieReplies(t *testing.T) {
 	if !d.underLoad(t0.Add(1500 * time.Millisecond)) {
 		t.Fatal("cookie mode ended although the reply budget ran out 0.6 s before")
 	}
+}
+
+// Under load, a shared socket's reader takes in at most HandshakeReads
+// handshake messages a second and waits out the rest, so a flood costs the
+// victim the reads it can use, not every datagram the attacker sends (the
+// flood benchmark's victim spent a third of its CPU reading and checking
+// 110,000 initiations a second). The excess waits in the socket (here the
+// in-memory queue) and is read later, or dropped by the kernel when full.
+func TestFloodReadsArePacedUnderLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		netw := membind.NewNetwork(membind.NetOptions{QueueLen: 8192})
+		host := netip.MustParseAddr("192.0.2.2")
+		bind := netw.NewBind(host)
+		victim := newNode(t, memtun.New("v", 1420, 64), bind, addrB, host, Options{HandshakeReads: 1000, HandshakeQueue: 64})
+		src := netw.NewBind(netip.MustParseAddr("192.0.2.66"))
+		if _, _, err := src.Open(0); err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		flood := noise.NewCookieGenerator(victim.key.PublicKey())
+		const sent = 4000
+		for range sent {
+			if err := src.Send([][]byte{initiation(flood, time.Now())}, conn.Endpoint{Dst: victim.ep}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		read := func() uint64 { return bind.Stats().RxMessages }
+		time.Sleep(time.Second)
+		synctest.Wait()
+		// A second's worth (1,000), the burst (50), what was read before
+		// load set in and the batch that crossed the line (128 each).
+		if got := read(); got > 1000+50+3*128 {
+			t.Fatalf("%d of %d initiations read in the first second, want at most %d", got, sent, 1000+50+3*128)
+		}
+		if c := counter(victim.dev.Status(), "rx_handshake_reads_paused"); c == 0 {
+			t.Fatal("rx_handshake_reads_paused is 0")
+		}
+		// Paced, not lost: the rest is read as the budget allows.
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got := read(); got != sent {
+			t.Fatalf("%d of %d initiations read after 6 s", got, sent)
+		}
+	})
 }

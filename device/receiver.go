@@ -6,16 +6,21 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/device/ratelimit"
 )
 
 // receiver reads datagram batches from one socket of the bind until the
 // bind closes. Other errors are counted and survived, backing off while
 // they persist so that a socket stuck in an error does not spin a core.
+// Under load it paces itself to opts.HandshakeReads handshake messages a
+// second (see Options).
 func (d *Device) receiver(fn conn.ReceiveFunc) {
 	defer d.readersWG.Done()
 	defer d.bindWG.Done()
 	rb := d.getBatch()
 	var retry retryPolicy
+	pace := ratelimit.NewPacer(d.opts.HandshakeReads, d.opts.HandshakeReads/20)
 	for rb != nil {
 		if rb = d.current(rb); rb == nil {
 			break
@@ -41,8 +46,18 @@ func (d *Device) receiver(fn conn.ReceiveFunc) {
 			}
 		}
 		retry.ok()
-		rb.born = d.now()
+		now := d.now()
+		rb.born = now
+		hs := countHandshakes(rb, n)
 		rb = d.routeInbound(rb, n)
+		if hs > 0 && d.underLoad(now) {
+			if wait := pace.Spend(hs, now); wait > 0 {
+				d.ctr.inc(cRxHandshakeReadsPaused)
+				if !d.pause(wait) {
+					break
+				}
+			}
+		}
 	}
 	if rb != nil {
 		rb.release()
@@ -57,4 +72,16 @@ func (d *Device) receiveRetry(retry *retryPolicy, err error) time.Duration {
 		d.opts.Logf("device: UDP receive keeps failing, retrying every %v: %v", wait, err)
 	}
 	return wait
+}
+
+// countHandshakes is how many of rb's first n datagrams are not transport
+// data: what a handshake flood sends.
+func countHandshakes(rb *batch, n int) int {
+	c := 0
+	for i := range n {
+		if noise.PeekType(rb.bufs[i][:rb.sizes[i]]) != noise.TypeTransport {
+			c++
+		}
+	}
+	return c
 }

@@ -32,3 +32,39 @@ func TestBucketExactRate(t *testing.T) {
 		t.Fatalf("after an hour %d tokens, want the burst of 10", n)
 	}
 }
+
+func TestPacerExactWaits(t *testing.T) {
+	p := NewPacer(1000, 100) // 1 ms a unit, a burst of 100
+	now := time.Unix(1000, 0)
+	if w := p.Spend(100, now); w != 0 {
+		t.Fatalf("the burst waited %v", w)
+	}
+	if w := p.Spend(5, now); w != 5*time.Millisecond {
+		t.Fatalf("5 units past the burst wait %v, want 5ms", w)
+	}
+	// Waiting it out clears the debt exactly.
+	if w := p.Spend(0, now.Add(5*time.Millisecond)); w != 0 {
+		t.Fatalf("after waiting, %v more", w)
+	}
+	// A charge past the burst waits for all of it: a batch larger than
+	// the burst must not get through faster than the rate.
+	if w := p.Spend(300, now.Add(5*time.Millisecond)); w != 300*time.Millisecond {
+		t.Fatalf("300 units with no credit left wait %v, want 300ms", w)
+	}
+	// Debt is capped at a second however much is charged.
+	if w := p.Spend(1_000_000, now.Add(5*time.Millisecond)); w != time.Second {
+		t.Fatalf("a huge charge waits %v, want the 1s cap", w)
+	}
+	// A clock step back earns nothing.
+	if w := p.Spend(0, now); w != time.Second {
+		t.Fatalf("a step back changed the wait to %v", w)
+	}
+	// A long quiet spell refills to the burst, not beyond.
+	later := now.Add(time.Hour)
+	if w := p.Spend(100, later); w != 0 {
+		t.Fatalf("a full burst after an hour waited %v", w)
+	}
+	if w := p.Spend(1, later); w != time.Millisecond {
+		t.Fatalf("one past the refilled burst waits %v, want 1ms", w)
+	}
+}
