@@ -66,6 +66,9 @@ func buildImpls(t testing.TB, all bool) []impl {
 		p := filepath.Join(dir, out)
 		cmd := exec.Command("go", append([]string{"build", "-o", p}, args...)...)
 		cmd.Dir = root
+		// Static, as the README and bench-netns.sh build every
+		// implementation, so the RSS columns compare like with like.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build %v: %v\n%s", args, err, b)
 		}
