@@ -5,6 +5,34 @@ import (
 	"time"
 )
 
+// budget is time earned at one unit per cost, up to max: the state that
+// Bucket and Pacer share. It is not safe for concurrent use.
+type budget struct {
+	cost   time.Duration
+	max    time.Duration
+	credit time.Duration // earned time; a Pacer's goes negative for debt
+	last   time.Time
+}
+
+// newBudget returns a full budget; perSecond and burst below 1 count as 1.
+func newBudget(perSecond, burst int) budget {
+	cost := time.Second / time.Duration(max(1, perSecond))
+	m := cost * time.Duration(max(1, burst))
+	return budget{cost: cost, max: m, credit: m}
+}
+
+// earn adds the time since the last call, up to max; a clock that goes
+// back earns nothing.
+func (b *budget) earn(now time.Time) {
+	if b.last.IsZero() {
+		b.last = now
+	}
+	if el := now.Sub(b.last); el > 0 {
+		b.credit = min(b.max, b.credit+el)
+		b.last = now
+	}
+}
+
 // Bucket is a single token bucket: PerSecond tokens a second, up to Burst
 // at once. The device uses one to bound the Diffie-Hellman work it does
 // for strangers under load, however many source addresses they hold valid
@@ -12,35 +40,24 @@ import (
 // addresses than the Limiter tracks gets a fresh burst for each. It is
 // pure (the caller passes the time) and safe for concurrent use.
 type Bucket struct {
-	mu     sync.Mutex // guards tokens and last
-	cost   time.Duration
-	max    time.Duration
-	tokens time.Duration // in units of time earned
-	last   time.Time
+	mu sync.Mutex // guards b
+	b  budget
 }
 
 // NewBucket returns a full Bucket; perSecond and burst below 1 count as 1.
 func NewBucket(perSecond, burst int) *Bucket {
-	cost := time.Second / time.Duration(max(1, perSecond))
-	m := cost * time.Duration(max(1, burst))
-	return &Bucket{cost: cost, max: m, tokens: m}
+	return &Bucket{b: newBudget(perSecond, burst)}
 }
 
 // Allow takes a token and reports whether there was one.
 func (b *Bucket) Allow(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.last.IsZero() {
-		b.last = now
-	}
-	if el := now.Sub(b.last); el > 0 {
-		b.tokens = min(b.max, b.tokens+el)
-		b.last = now
-	}
-	if b.tokens < b.cost {
+	b.b.earn(now)
+	if b.b.credit < b.b.cost {
 		return false
 	}
-	b.tokens -= b.cost
+	b.b.credit -= b.b.cost
 	return true
 }
 
@@ -49,35 +66,22 @@ func (b *Bucket) Allow(now time.Time) bool {
 // a reader that waits leaves the excess to the kernel, which drops it at
 // the socket for much less than reading it costs. It is pure (the caller
 // passes the time) and not safe for concurrent use.
-type Pacer struct {
-	cost   time.Duration
-	max    time.Duration
-	credit time.Duration // earned time; negative is debt to wait out
-	last   time.Time
-}
+type Pacer struct{ b budget }
 
 // NewPacer returns a Pacer with a full burst; perSecond and burst below 1
 // count as 1.
 func NewPacer(perSecond, burst int) *Pacer {
-	cost := time.Second / time.Duration(max(1, perSecond))
-	m := cost * time.Duration(max(1, burst))
-	return &Pacer{cost: cost, max: m, credit: m}
+	return &Pacer{b: newBudget(perSecond, burst)}
 }
 
 // Spend charges n units at now and returns how long the caller should
 // wait before the next unit: zero while the burst lasts. The debt is
 // capped at a second, so one huge charge never earns a longer wait.
 func (p *Pacer) Spend(n int, now time.Time) time.Duration {
-	if p.last.IsZero() {
-		p.last = now
-	}
-	if el := now.Sub(p.last); el > 0 {
-		p.credit = min(p.max, p.credit+el)
-		p.last = now
-	}
-	p.credit = max(-time.Second, p.credit-time.Duration(n)*p.cost)
-	if p.credit >= 0 {
+	p.b.earn(now)
+	p.b.credit = max(-time.Second, p.b.credit-time.Duration(n)*p.b.cost)
+	if p.b.credit >= 0 {
 		return 0
 	}
-	return -p.credit
+	return -p.b.credit
 }
