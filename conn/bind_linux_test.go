@@ -468,3 +468,53 @@ func openMarked(t *testing.T, b *LinuxBind) {
 		t.Fatal(err)
 	}
 }
+
+// SendEach delivers each datagram to its own endpoint, across address
+// families and more datagrams than one sendmmsg holds, with its sticky
+// source, and counts an invalid endpoint without losing the others.
+func TestSendEachToManyEndpoints(t *testing.T) {
+	s := openEnd(t, Options{BatchSize: 8})
+	r := []*end{openEnd(t, Options{}), openEnd(t, Options{}), openEnd(t, Options{})}
+	want := burst(30, 64)
+	var eps []Endpoint
+	var bufs [][]byte
+	perDst := map[int][][]byte{}
+	for i, d := range want {
+		k := i % len(r)
+		ep := Endpoint{Dst: r[k].at(lo4)}
+		if k == 2 {
+			ep = Endpoint{Dst: r[k].at(lo6)}
+		}
+		if k == 1 {
+			ep.Src = netip.MustParseAddr("127.0.0.2")
+		}
+		eps = append(eps, ep)
+		bufs = append(bufs, d)
+		perDst[k] = append(perDst[k], d)
+	}
+	bufs = append(bufs, want[0])
+	eps = append(eps, Endpoint{}) // invalid: counted, the rest still sent
+	before := s.b.Stats()
+	if sent, err := s.b.SendEach(bufs, eps); err == nil || sent != len(want) {
+		t.Fatalf("SendEach with one invalid endpoint: %d sent, error %v; want %d and an error", sent, err, len(want))
+	}
+	rb, _, _ := rxBufs(64, 1500)
+	for k, e := range r {
+		fn, src, from := e.fns[0], lo4, s.at(lo4)
+		if k == 1 {
+			from = s.at(netip.MustParseAddr("127.0.0.2"))
+		}
+		if k == 2 {
+			fn, src, from = e.fns[1], lo6, s.at(lo6)
+		}
+		got, gotEps := recvN(t, e, fn, len(perDst[k]), rb)
+		checkBurst(t, got, gotEps, perDst[k], from, src)
+	}
+	after := s.b.Stats()
+	if d := after.SendErrors - before.SendErrors; d != 1 {
+		t.Fatalf("sendErrors grew by %d, want 1 (the invalid endpoint)", d)
+	}
+	if d := after.TxMessages - before.TxMessages; d != uint64(len(want)) {
+		t.Fatalf("txMessages grew by %d, want %d", d, len(want))
+	}
+}

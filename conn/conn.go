@@ -157,6 +157,15 @@ type StatsBind interface {
 	Stats() Stats
 }
 
+// EachSender is a Bind that sends each datagram of a batch to its own
+// endpoint in one call: the device's cookie replies, one to each source of
+// a flood, which one Send apiece would cost a syscall each. It returns how
+// many datagrams went out and the first error. A device whose bind lacks
+// it sends them one by one.
+type EachSender interface {
+	SendEach(bufs [][]byte, eps []Endpoint) (int, error)
+}
+
 // ErrOversize is returned by a ReceiveFunc whose read found only datagrams
 // larger than the buffers given.
 var ErrOversize = fmt.Errorf("conn: every datagram was larger than its buffer: %w", io.ErrShortBuffer)

@@ -24,6 +24,7 @@ type sendScratch struct {
 	groups  []gsoGroup
 	name    sockaddrBuf
 	nameLen uint32
+	names   []sockaddrBuf // one per message for SendEach, allocated on its first use
 }
 
 func newSendScratch(batch int) *sendScratch {
@@ -261,4 +262,101 @@ func (sc *sendScratch) forget(n int) {
 func (sc *sendScratch) dst() netip.AddrPort {
 	ap, _ := parseSockaddr(sc.name[:sc.nameLen])
 	return ap
+}
+
+// SendEach sends bufs[i] to eps[i] with as few sendmmsg calls as the
+// address families and the batch size allow. It is for small replies to
+// many sources (cookie replies under a flood): each datagram alone, on the
+// shared socket of its family, from its endpoint's sticky source. A
+// datagram the kernel refuses is counted in sendErrors and the first such
+// error returned; the others are still sent. It returns how many went out.
+func (b *LinuxBind) SendEach(bufs [][]byte, eps []Endpoint) (int, error) {
+	st := b.state.Load()
+	if st == nil {
+		return 0, ErrBindClosed
+	}
+	sc := b.sendPool.get()
+	defer b.sendPool.put(sc)
+	if sc.names == nil {
+		sc.names = make([]sockaddrBuf, len(sc.msgs))
+	}
+	var first error
+	total := 0
+	fail := func(err error) {
+		b.stats.sendErrors.Add(1)
+		if first == nil {
+			first = err
+		}
+	}
+	n := min(len(bufs), len(eps))
+	for _, v6 := range [2]bool{false, true} {
+		s := st.v4
+		if v6 {
+			s = st.v6
+		}
+		m := 0
+		flush := func() {
+			if m == 0 {
+				return
+			}
+			sent, err := sc.call.sendmmsg(s.rc, sc.msgs[:m])
+			sc.forget(m)
+			total += sent
+			b.stats.txMessages.Add(uint64(sent))
+			b.stats.txPackets.Add(uint64(sent))
+			if err != nil {
+				// The rest of this call is not retried: a reply lost is
+				// what a full socket would have done to it too.
+				for range m - sent {
+					fail(fmt.Errorf("conn: send to many: %w", os.NewSyscallError("sendmmsg", err)))
+				}
+			}
+			m = 0
+		}
+		for i := range n {
+			dst := netip.AddrPortFrom(eps[i].Dst.Addr().Unmap(), eps[i].Dst.Port())
+			if !dst.Addr().IsValid() || dst.Port() == 0 {
+				if !v6 { // count it once, not per family
+					fail(fmt.Errorf("conn: send to invalid endpoint %v", eps[i].Dst))
+				}
+				continue
+			}
+			if dst.Addr().Is6() != v6 {
+				continue
+			}
+			if s == nil {
+				fail(fmt.Errorf("conn: send to %v: no socket of that address family", dst))
+				continue
+			}
+			v := &sc.iovs[m]
+			v.Base = nil
+			if len(bufs[i]) > 0 {
+				v.Base = &bufs[i][0]
+			}
+			v.SetLen(len(bufs[i]))
+			hdr := &sc.msgs[m]
+			hdr.Len = 0
+			hdr.Hdr = unix.Msghdr{Iov: v}
+			hdr.Hdr.SetIovlen(1)
+			nl := putSockaddr(&sc.names[m], dst, scopeOf(dst.Addr(), eps[i].SrcIfIndex))
+			hdr.Hdr.Name, hdr.Hdr.Namelen = &sc.names[m][0], uint32(nl)
+			c := control{src: eps[i].Src.Unmap()}
+			if !s.pktinfo || !c.src.IsValid() || c.src.Is4() != dst.Addr().Is4() {
+				c.src = netip.Addr{}
+			} else if c.src.Is6() && c.src.IsLinkLocalUnicast() {
+				c.ifIndex = eps[i].SrcIfIndex
+			}
+			ctl := sc.ctrl[m*txCtrlSpace : (m+1)*txCtrlSpace]
+			if cl, _ := writeControl(ctl, c); cl > 0 {
+				hdr.Hdr.Control = &ctl[0]
+				hdr.Hdr.SetControllen(cl)
+			}
+			m++
+			if m == len(sc.msgs) {
+				flush()
+			}
+		}
+		flush()
+	}
+	return total, first
 }
