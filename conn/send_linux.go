@@ -116,17 +116,7 @@ func (b *LinuxBind) Send(bufs [][]byte, ep Endpoint) error {
 			b.stats.connFallbacks.Add(1)
 		}
 	}
-	// The source must be of the destination's family: a peer that moved
-	// from IPv6 to IPv4 keeps no stale IPv6 source for the new address.
-	src := sendSource{addr: ep.Src.Unmap()}
-	if !s.pktinfo || !src.addr.IsValid() || src.addr.Is4() != dst.Addr().Is4() {
-		src = sendSource{}
-	} else if src.addr.Is6() && src.addr.IsLinkLocalUnicast() {
-		// Only a link-local source needs its interface; for any other the
-		// route decides, so a route moving to another interface does not
-		// strand the peer.
-		src.ifIndex = ep.SrcIfIndex
-	}
+	src := stickySource(s, ep, dst)
 	sc := b.sendPool.get()
 	defer b.sendPool.put(sc)
 	sc.nameLen = uint32(putSockaddr(&sc.name, dst, scopeOf(dst.Addr(), ep.SrcIfIndex)))
@@ -138,6 +128,23 @@ func (b *LinuxBind) Send(bufs [][]byte, ep Endpoint) error {
 		}
 	}
 	return nil
+}
+
+// stickySource is the source to send from on s to dst for ep. It must be
+// of the destination's family: a peer that moved from IPv6 to IPv4 keeps
+// no stale IPv6 source for the new address.
+func stickySource(s *udpSocket, ep Endpoint, dst netip.AddrPort) sendSource {
+	src := sendSource{addr: ep.Src.Unmap()}
+	if !s.pktinfo || !src.addr.IsValid() || src.addr.Is4() != dst.Addr().Is4() {
+		return sendSource{}
+	}
+	if src.addr.Is6() && src.addr.IsLinkLocalUnicast() {
+		// Only a link-local source needs its interface; for any other the
+		// route decides, so a route moving to another interface does not
+		// strand the peer.
+		src.ifIndex = ep.SrcIfIndex
+	}
+	return src
 }
 
 // scopeOf is the IPv6 scope id for a link-local destination: its zone if it
@@ -340,12 +347,8 @@ func (b *LinuxBind) SendEach(bufs [][]byte, eps []Endpoint) (int, error) {
 			hdr.Hdr.SetIovlen(1)
 			nl := putSockaddr(&sc.names[m], dst, scopeOf(dst.Addr(), eps[i].SrcIfIndex))
 			hdr.Hdr.Name, hdr.Hdr.Namelen = &sc.names[m][0], uint32(nl)
-			c := control{src: eps[i].Src.Unmap()}
-			if !s.pktinfo || !c.src.IsValid() || c.src.Is4() != dst.Addr().Is4() {
-				c.src = netip.Addr{}
-			} else if c.src.Is6() && c.src.IsLinkLocalUnicast() {
-				c.ifIndex = eps[i].SrcIfIndex
-			}
+			src := stickySource(s, eps[i], dst)
+			c := control{src: src.addr, ifIndex: src.ifIndex}
 			ctl := sc.ctrl[m*txCtrlSpace : (m+1)*txCtrlSpace]
 			if cl, _ := writeControl(ctl, c); cl > 0 {
 				hdr.Hdr.Control = &ctl[0]
