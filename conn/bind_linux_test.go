@@ -518,3 +518,28 @@ func TestSendEachToManyEndpoints(t *testing.T) {
 		t.Fatalf("txMessages grew by %d, want %d", d, len(want))
 	}
 }
+
+// A datagram the kernel refuses in the middle of a SendEach (here: from a
+// source the host does not have) costs only itself: the ones after it in
+// the same sendmmsg still go out, and it is counted once.
+func TestSendEachSkipsARefusedDatagram(t *testing.T) {
+	s, r := openEnd(t, Options{}), openEnd(t, Options{})
+	want := burst(10, 64)
+	eps := make([]Endpoint, len(want))
+	for i := range eps {
+		eps[i] = Endpoint{Dst: r.at(lo4)}
+	}
+	eps[3].Src = netip.MustParseAddr("192.0.2.1") // never local here
+	before := s.b.Stats()
+	sent, err := s.b.SendEach(want, eps)
+	if err == nil || sent != len(want)-1 {
+		t.Fatalf("SendEach with one refused source: %d sent, error %v; want %d and an error", sent, err, len(want)-1)
+	}
+	rest := append(append([][]byte{}, want[:3]...), want[4:]...)
+	bufs, _, _ := rxBufs(64, 1500)
+	got, gotEps := recvN(t, r, r.fns[0], len(rest), bufs)
+	checkBurst(t, got, gotEps, rest, s.at(lo4), lo4)
+	if d := s.b.Stats().SendErrors - before.SendErrors; d != 1 {
+		t.Fatalf("sendErrors grew by %d, want 1", d)
+	}
+}

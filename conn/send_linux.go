@@ -265,6 +265,12 @@ func (sc *sendScratch) forget(n int) {
 	}
 }
 
+// nameAt decodes SendEach's destination of message i for an error message.
+func (sc *sendScratch) nameAt(i int) netip.AddrPort {
+	ap, _ := parseSockaddr(sc.names[i][:sc.msgs[i].Hdr.Namelen])
+	return ap
+}
+
 // dst decodes the destination for an error message.
 func (sc *sendScratch) dst() netip.AddrPort {
 	ap, _ := parseSockaddr(sc.name[:sc.nameLen])
@@ -275,8 +281,9 @@ func (sc *sendScratch) dst() netip.AddrPort {
 // address families and the batch size allow. It is for small replies to
 // many sources (cookie replies under a flood): each datagram alone, on the
 // shared socket of its family, from its endpoint's sticky source. A
-// datagram the kernel refuses is counted in sendErrors and the first such
-// error returned; the others are still sent. It returns how many went out.
+// datagram the kernel refuses is counted in sendErrors, the first such
+// error returned, and the ones after it still sent. It returns how many
+// went out.
 func (b *LinuxBind) SendEach(bufs [][]byte, eps []Endpoint) (int, error) {
 	st := b.state.Load()
 	if st == nil {
@@ -306,18 +313,28 @@ func (b *LinuxBind) SendEach(bufs [][]byte, eps []Endpoint) (int, error) {
 			if m == 0 {
 				return
 			}
-			sent, err := sc.call.sendmmsg(s.rc, sc.msgs[:m])
-			sc.forget(m)
-			total += sent
-			b.stats.txMessages.Add(uint64(sent))
-			b.stats.txPackets.Add(uint64(sent))
-			if err != nil {
-				// The rest of this call is not retried: a reply lost is
-				// what a full socket would have done to it too.
-				for range m - sent {
-					fail(fmt.Errorf("conn: send to many: %w", os.NewSyscallError("sendmmsg", err)))
+			// sendmmsg stops at the first message the kernel refuses:
+			// count that one and go on with the rest.
+			for off := 0; off < m; {
+				sent, err := sc.call.sendmmsg(s.rc, sc.msgs[off:m])
+				off += sent
+				total += sent
+				b.stats.txMessages.Add(uint64(sent))
+				b.stats.txPackets.Add(uint64(sent))
+				if err == nil {
+					break
 				}
+				if errors.Is(err, net.ErrClosed) {
+					b.stats.sendErrors.Add(uint64(m - off))
+					if first == nil {
+						first = ErrBindClosed
+					}
+					break
+				}
+				fail(fmt.Errorf("conn: send to %v: %w", sc.nameAt(off), os.NewSyscallError("sendmmsg", err)))
+				off++
 			}
+			sc.forget(m)
 			m = 0
 		}
 		for i := range n {

@@ -77,12 +77,16 @@ func (d *Device) handshakeWorker() {
 	}
 }
 
+// replyBatch is the most cookie replies a handshake worker holds before
+// it sends them.
+const replyBatch = 64
+
 // replies are one handshake worker's cookie replies waiting to be sent.
 type replies struct {
 	n    int
-	msgs [64][noise.CookieReplySize]byte
-	bufs [64][]byte
-	eps  [64]conn.Endpoint
+	msgs [replyBatch][noise.CookieReplySize]byte
+	bufs [replyBatch][]byte
+	eps  [replyBatch]conn.Endpoint
 }
 
 // flushReplies sends the waiting replies, in one call when the bind can
@@ -143,7 +147,7 @@ func (d *Device) handleHandshake(msg []byte, ep conn.Endpoint, out *replies) {
 // holds first if it is full; the worker sends the rest once its queues are
 // empty (see flushReplies).
 func (d *Device) queueCookieReply(checker *noise.CookieChecker, msg []byte, ep conn.Endpoint, now time.Time, out *replies) {
-	if out.n == len(out.bufs) {
+	if out.n == replyBatch {
 		d.flushReplies(out)
 	}
 	// The sender index sits right after the type in both handshake messages.
