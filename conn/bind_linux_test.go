@@ -453,6 +453,36 @@ func TestGROBuffersWaitForTheFirstDatagram(t *testing.T) {
 	}
 }
 
+// A receiver whose socket closes before its first datagram (the bind
+// closing, or a rebind replacing the socket) returns the closed error
+// without allocating the GRO buffers it never got to use.
+func TestGROBuffersNotAllocatedForAClosedSocket(t *testing.T) {
+	b := NewLinux(Options{})
+	if _, _, err := b.Open(0); err != nil {
+		t.Fatal(err)
+	}
+	st := b.state.Load()
+	if st.v4 == nil || !st.v4.gro {
+		b.Close()
+		t.Skip("no IPv4 socket with UDP_GRO here")
+	}
+	r := newReceiver(st.v4, b.opts, &b.stats)
+	got := make(chan error, 1)
+	go func() {
+		bufs, sizes, eps := [][]byte{make([]byte, 2000)}, []int{0}, []Endpoint{{}}
+		_, err := r.receive(bufs, sizes, eps)
+		got <- err
+	}()
+	time.Sleep(10 * time.Millisecond) // let it wait; closing first is fine too
+	b.Close()
+	if err := <-got; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("receive on a closed socket: %v, want net.ErrClosed", err)
+	}
+	if r.gro != nil {
+		t.Fatalf("%d GRO buffers allocated for a socket that closed", len(r.gro))
+	}
+}
+
 // openMarked sets fwmark 0x51820 on b and opens it, skipping the test where
 // setting a mark is not permitted.
 func openMarked(t *testing.T, b *LinuxBind) {

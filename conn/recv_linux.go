@@ -1,8 +1,10 @@
 package conn
 
 import (
+	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -344,9 +346,13 @@ func (r *receiver) borrow() bool {
 func (r *receiver) takeSet() bool {
 	if r.lend == nil {
 		if r.gro == nil {
-			// A closed socket says so again in the read below; any other
-			// error there too, so waiting is all this is for.
-			_ = r.call.waitReadable(r.sock.rc)
+			// A socket closed while we waited (the bind closing, or a
+			// rebind replacing it) needs no buffers: the IPv6 socket of a
+			// bind that never saw IPv6 would allocate its set only to
+			// throw it away. Any other error says so again in the read.
+			if err := r.call.waitReadable(r.sock.rc); errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) {
+				return false
+			}
 			r.gro = groBuffers(r.ownGRO)
 		}
 		return true
