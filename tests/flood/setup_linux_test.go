@@ -84,31 +84,40 @@ func buildImpls(t testing.TB, all bool) []impl {
 	if !all {
 		return impls
 	}
-	wg := impl{name: "wireguard-go", bin: build("wireguard-go", "golang.zx2c4.com/wireguard")}
-	impls = append(impls, wg)
+	// FIPS_FLOOD_ONLY keeps only the rows it names; nothing is built for
+	// the others.
+	only := os.Getenv("FIPS_FLOOD_ONLY")
+	wanted := func(name string) bool {
+		return only == "" || slices.Contains(strings.Split(only, ","), name)
+	}
+	const initiatorRow = "fips-go victim; wireguard-go initiator"
+	var wg impl
+	if wanted("wireguard-go") || wanted(initiatorRow) {
+		wg = impl{name: "wireguard-go", bin: build("wireguard-go", "golang.zx2c4.com/wireguard")}
+		impls = append(impls, wg)
+	}
 	ts := os.Getenv("FIPS_FLOOD_TS_BIN")
 	if ts == "" {
 		ts = filepath.Join(root, "bin", "wireguard-go-ts")
 	}
 	if _, err := os.Stat(ts); err == nil {
 		impls = append(impls, impl{name: "wireguard-go-ts", bin: ts})
-	} else {
+	} else if wanted("wireguard-go-ts") {
 		t.Logf("no Tailscale fork at %s: measuring without it", ts)
 	}
 	// The second handshake target: wireguard-go initiating to a
 	// fips-go victim, which must complete within Rekey-Timeout plus 1 s
 	// (wireguard-go waits out Rekey-Timeout after a cookie reply).
-	impls = append(impls, impl{name: "fips-go victim; wireguard-go initiator", bin: fips, initiator: &wg})
-	if only := os.Getenv("FIPS_FLOOD_ONLY"); only != "" {
-		var kept []impl
-		for _, im := range impls {
-			if slices.Contains(strings.Split(only, ","), im.name) {
-				kept = append(kept, im)
-			}
-		}
-		impls = kept
+	if wanted(initiatorRow) {
+		impls = append(impls, impl{name: initiatorRow, bin: fips, initiator: &wg})
 	}
-	return impls
+	var kept []impl
+	for _, im := range impls {
+		if wanted(im.name) {
+			kept = append(kept, im)
+		}
+	}
+	return kept
 }
 
 // netns is a namespace the test created (see netnstest.NS).
