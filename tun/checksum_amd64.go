@@ -4,8 +4,8 @@ package tun
 
 import "golang.org/x/sys/cpu"
 
-// haveAVX2 selects sumWords32AVX2 for the bulk of long sums. A variable so
-// that tests can compare both paths on the same machine.
+// haveAVX2 selects sumWords32AVX2 for the bulk of long sums; set once, at
+// start-up, from the CPU's features.
 var haveAVX2 = cpu.X86.HasAVX2
 
 // sumWords32 adds the little-endian 32-bit words of b, whose length is a
