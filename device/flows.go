@@ -20,7 +20,17 @@ var flowSeed = maphash.MakeSeed()
 // bucket 0. IPv6 extension headers are not walked: such packets are
 // classified by addresses and next header alone.
 func flowBucket(pkt []byte) uint8 {
-	var key [37]byte
+	var key [flowKeyMax]byte
+	return bucketOf(key[:flowKey(pkt, &key)])
+}
+
+// flowKeyMax is the longest flow key: two IPv6 addresses, the protocol
+// and four bytes of ports.
+const flowKeyMax = 37
+
+// flowKey writes pkt's flow key (see flowBucket) into key and returns its
+// length; 0 for a packet it cannot parse.
+func flowKey(pkt []byte, key *[flowKeyMax]byte) int {
 	var n int
 	var proto byte
 	var l4 []byte
@@ -56,5 +66,33 @@ func flowBucket(pkt []byte) uint8 {
 			n += copy(key[n:], l4[4:6])
 		}
 	}
-	return uint8(maphash.Bytes(flowSeed, key[:n]) % flowBuckets)
+	return n
+}
+
+// bucketOf hashes a flow key into its bucket; the empty key is bucket 0.
+func bucketOf(key []byte) uint8 {
+	if len(key) == 0 {
+		return 0
+	}
+	return uint8(maphash.Bytes(flowSeed, key) % flowBuckets)
+}
+
+// flowMemo classifies a run of packets as flowBucket does, but hashes a
+// key only when it differs from the previous packet's: the segments of one
+// super-packet, most of a bulk batch, share theirs. The zero value is
+// ready.
+type flowMemo struct {
+	key, last [flowKeyMax]byte
+	n         int // length of last
+	h         uint8
+	ok        bool // last and h are set
+}
+
+func (m *flowMemo) bucket(pkt []byte) uint8 {
+	n := flowKey(pkt, &m.key)
+	if m.ok && n == m.n && m.key == m.last {
+		return m.h
+	}
+	m.h, m.last, m.n, m.ok = bucketOf(m.key[:n]), m.key, n, true
+	return m.h
 }

@@ -211,3 +211,82 @@ func TestMixedReadCountsOnlyUnroutable(t *testing.T) {
 		t.Fatalf("tx_drop_no_route = %d, want 6", got)
 	}
 }
+
+// flowMemo and the run-length counting in countFlows give every packet the
+// bucket flowBucket gives it, whatever the mix: runs of one flow (a
+// super-packet's segments), alternating flows, IPv6, fragments, garbage;
+// and uncountFlows takes exactly what countFlows added.
+func TestFlowMemoMatchesFlowBucket(t *testing.T) {
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	v6a, v6b := netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fd00::2")
+	frag := memtun.BuildUDPv4(netip.AddrPortFrom(a, 9), netip.AddrPortFrom(b, 9), []byte("fragment"))
+	binary.BigEndian.PutUint16(frag[6:8], 100)
+	kinds := [][]byte{
+		memtun.BuildUDPv4(netip.AddrPortFrom(a, 1000), netip.AddrPortFrom(b, 53), []byte("one")),
+		memtun.BuildUDPv4(netip.AddrPortFrom(a, 1001), netip.AddrPortFrom(b, 53), []byte("two")),
+		memtun.BuildUDPv6(netip.AddrPortFrom(v6a, 1), netip.AddrPortFrom(v6b, 2), []byte("six")),
+		frag,
+		{0x45},    // garbage: bucket 0
+		{0x60, 0}, // garbage too
+	}
+	var p Peer
+	bt := &batch{flows: make([]uint8, 64)}
+	rng := uint32(1)
+	for round := 0; round < 200; round++ {
+		bt.n = 0
+		bt.bufs, bt.sizes = bt.bufs[:0], bt.sizes[:0]
+		for bt.n < 64 {
+			rng = rng*1664525 + 1013904223
+			pkt := kinds[rng>>24%uint32(len(kinds))]
+			for run := int(rng>>8%8) + 1; run > 0 && bt.n < 64; run-- {
+				buf := make([]byte, stagedFrom+len(pkt))
+				copy(buf[stagedFrom:], pkt)
+				bt.bufs, bt.sizes = append(bt.bufs, buf), append(bt.sizes, len(pkt))
+				bt.n++
+			}
+		}
+		var want [flowBuckets]int32
+		var m flowMemo
+		for i := 0; i < bt.n; i++ {
+			pkt := bt.bufs[i][stagedFrom : stagedFrom+bt.sizes[i]]
+			h := flowBucket(pkt)
+			if got := m.bucket(pkt); got != h {
+				t.Fatalf("round %d packet %d: memo bucket %d, flowBucket %d", round, i, got, h)
+			}
+			want[h]++
+		}
+		p.countFlows(bt)
+		for h := range want {
+			if got := p.flowq[h].Load(); got != want[h] {
+				t.Fatalf("round %d: bucket %d counts %d, want %d", round, h, got, want[h])
+			}
+		}
+		p.uncountFlows(bt)
+		for h := range p.flowq {
+			if got := p.flowq[h].Load(); got != 0 {
+				t.Fatalf("round %d: bucket %d left at %d after uncount", round, h, got)
+			}
+		}
+		if p.queued.Load() != 0 {
+			t.Fatalf("round %d: %d left queued", round, p.queued.Load())
+		}
+	}
+}
+
+// BenchmarkCountFlows: a bulk batch, one super-packet's 46 segments.
+func BenchmarkCountFlows(b *testing.B) {
+	pkt := memtun.BuildUDPv4(netip.MustParseAddrPort("10.0.0.1:1000"), netip.MustParseAddrPort("10.0.0.2:5201"), make([]byte, 1368))
+	bt := &batch{flows: make([]uint8, 46)}
+	for range 46 {
+		buf := make([]byte, stagedFrom+len(pkt))
+		copy(buf[stagedFrom:], pkt)
+		bt.bufs, bt.sizes = append(bt.bufs, buf), append(bt.sizes, len(pkt))
+	}
+	bt.n = 46
+	var p Peer
+	b.ReportAllocs()
+	for b.Loop() {
+		p.countFlows(bt)
+		p.uncountFlows(bt)
+	}
+}

@@ -445,10 +445,21 @@ func (p *Peer) goesDirect(b *batch) bool {
 // before b can be flushed, so a direct send checking the counts under
 // txMu never misses a packet queued ahead of it.
 func (p *Peer) countFlows(b *batch) {
+	var m flowMemo
+	var run int32 // packets of bucket last not yet added
+	var last uint8
 	for i := 0; i < b.n; i++ {
-		h := flowBucket(b.bufs[i][stagedFrom : stagedFrom+b.sizes[i]])
+		h := m.bucket(b.bufs[i][stagedFrom : stagedFrom+b.sizes[i]])
 		b.flows[i] = h
-		p.flowq[h].Add(1)
+		if run > 0 && h != last {
+			p.flowq[last].Add(run)
+			run = 0
+		}
+		last = h
+		run++
+	}
+	if run > 0 {
+		p.flowq[last].Add(run)
 	}
 	p.queued.Add(int32(b.n))
 	b.counted = true
@@ -458,8 +469,13 @@ func (p *Peer) uncountFlows(b *batch) {
 	if !b.counted {
 		return
 	}
+	var run int32
 	for i := 0; i < b.n; i++ {
-		p.flowq[b.flows[i]].Add(-1)
+		run++
+		if i == b.n-1 || b.flows[i+1] != b.flows[i] {
+			p.flowq[b.flows[i]].Add(-run)
+			run = 0
+		}
 	}
 	p.queued.Add(-int32(b.n))
 	b.counted = false
