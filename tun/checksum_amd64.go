@@ -9,7 +9,7 @@ import "golang.org/x/sys/cpu"
 var haveAVX2 = cpu.X86.HasAVX2
 
 // sumWords32 adds the little-endian 32-bit words of b, whose length is a
-// multiple of 32, into one 64-bit total (no carry out below 64 GiB).
+// multiple of 32, into one 64-bit total (no carry out below 16 GiB).
 func sumWords32(b []byte) uint64 { return sumWords32AVX2(b) }
 
 //go:noescape
