@@ -226,35 +226,49 @@ func (b *LinuxBind) sendChunk(s *udpSocket, sc *sendScratch, chunk [][]byte, src
 func (sc *sendScratch) build(chunk [][]byte, src sendSource) int {
 	iov := 0
 	for gi, g := range sc.groups {
-		first := iov
 		for _, buf := range chunk[g.start:g.end] {
-			v := &sc.iovs[iov]
-			v.Base = nil
-			if len(buf) > 0 {
-				v.Base = &buf[0]
-			}
-			v.SetLen(len(buf))
+			setIov(&sc.iovs[iov], buf)
 			iov++
 		}
-		m := &sc.msgs[gi]
-		m.Len = 0
-		m.Hdr = unix.Msghdr{Iov: &sc.iovs[first]}
-		if sc.nameLen > 0 { // 0: a connected socket, which has its address
-			m.Hdr.Name, m.Hdr.Namelen = &sc.name[0], sc.nameLen
-		}
-		m.Hdr.SetIovlen(g.end - g.start)
 		c := control{src: src.addr, ifIndex: src.ifIndex}
 		if g.end-g.start > 1 {
 			c.segSize = g.seg
 		}
-		ctl := sc.ctrl[gi*txCtrlSpace : (gi+1)*txCtrlSpace]
-		// The area is sized for the largest control, so this cannot fail.
-		if n, _ := writeControl(ctl, c); n > 0 {
-			m.Hdr.Control = &ctl[0]
-			m.Hdr.SetControllen(n)
+		var name *byte
+		if sc.nameLen > 0 { // 0: a connected socket, which has its address
+			name = &sc.name[0]
 		}
+		sc.setMsg(gi, iov-(g.end-g.start), g.end-g.start, name, sc.nameLen, c)
 	}
 	return len(sc.groups)
+}
+
+// setIov points v at buf.
+func setIov(v *unix.Iovec, buf []byte) {
+	v.Base = nil
+	if len(buf) > 0 {
+		v.Base = &buf[0]
+	}
+	v.SetLen(len(buf))
+}
+
+// setMsg fills message i with niov iovecs from sc.iovs[iov], the
+// destination (nil for a connected socket) and control c in the message's
+// own control area, which is sized for the largest control, so writing it
+// cannot fail.
+func (sc *sendScratch) setMsg(i, iov, niov int, name *byte, nameLen uint32, c control) {
+	m := &sc.msgs[i]
+	m.Len = 0
+	m.Hdr = unix.Msghdr{Iov: &sc.iovs[iov]}
+	m.Hdr.SetIovlen(niov)
+	if name != nil {
+		m.Hdr.Name, m.Hdr.Namelen = name, nameLen
+	}
+	ctl := sc.ctrl[i*txCtrlSpace : (i+1)*txCtrlSpace]
+	if n, _ := writeControl(ctl, c); n > 0 {
+		m.Hdr.Control = &ctl[0]
+		m.Hdr.SetControllen(n)
+	}
 }
 
 // forget drops the references the iovecs hold to the caller's buffers,
@@ -352,25 +366,10 @@ func (b *LinuxBind) SendEach(bufs [][]byte, eps []Endpoint) (int, error) {
 				fail(fmt.Errorf("conn: send to %v: no socket of that address family", dst))
 				continue
 			}
-			v := &sc.iovs[m]
-			v.Base = nil
-			if len(bufs[i]) > 0 {
-				v.Base = &bufs[i][0]
-			}
-			v.SetLen(len(bufs[i]))
-			hdr := &sc.msgs[m]
-			hdr.Len = 0
-			hdr.Hdr = unix.Msghdr{Iov: v}
-			hdr.Hdr.SetIovlen(1)
+			setIov(&sc.iovs[m], bufs[i])
 			nl := putSockaddr(&sc.names[m], dst, scopeOf(dst.Addr(), eps[i].SrcIfIndex))
-			hdr.Hdr.Name, hdr.Hdr.Namelen = &sc.names[m][0], uint32(nl)
 			src := stickySource(s, eps[i], dst)
-			c := control{src: src.addr, ifIndex: src.ifIndex}
-			ctl := sc.ctrl[m*txCtrlSpace : (m+1)*txCtrlSpace]
-			if cl, _ := writeControl(ctl, c); cl > 0 {
-				hdr.Hdr.Control = &ctl[0]
-				hdr.Hdr.SetControllen(cl)
-			}
+			sc.setMsg(m, m, 1, &sc.names[m][0], uint32(nl), control{src: src.addr, ifIndex: src.ifIndex})
 			m++
 			if m == len(sc.msgs) {
 				flush()

@@ -80,19 +80,18 @@ func bucketOf(key []byte) uint8 {
 // flowMemo classifies a run of packets as flowBucket does, but hashes a
 // key only when it differs from the previous packet's: the segments of one
 // super-packet, most of a bulk batch, share theirs. The zero value is
-// ready.
+// ready: it holds the empty key's bucket, 0.
 type flowMemo struct {
 	key, last [flowKeyMax]byte
 	n         int // length of last
 	h         uint8
-	ok        bool // last and h are set
 }
 
 func (m *flowMemo) bucket(pkt []byte) uint8 {
 	n := flowKey(pkt, &m.key)
-	if m.ok && n == m.n && m.key == m.last {
+	if n == m.n && m.key == m.last {
 		return m.h
 	}
-	m.h, m.last, m.n, m.ok = bucketOf(m.key[:n]), m.key, n, true
+	m.h, m.last, m.n = bucketOf(m.key[:n]), m.key, n
 	return m.h
 }
