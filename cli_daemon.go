@@ -16,6 +16,7 @@ import (
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/aqm"
 	"github.com/fips-go/fips-go/internal/dnsfollow"
+	"github.com/fips-go/fips-go/internal/schedslice"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/metrics"
 	"github.com/fips-go/fips-go/tun"
@@ -203,6 +204,7 @@ func runDaemonChild(iface string, mc metricsConfig) error {
 // file being removed.
 func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig) error {
 	logf, errf := loggers(fmt.Sprintf("fips-go(%s): ", name))
+	applySchedSlice(logf, errf)
 	d, err := device.New(t, conn.NewDefault(bindOptions(logf)), device.Options{
 		Logf:      errf,
 		Timers:    testTimerParams(),
@@ -306,6 +308,32 @@ func aqmParams(errf func(string, ...any)) aqm.Params {
 		}
 	}
 	return p
+}
+
+// defaultSchedSlice is the daemon's scheduler slice request: about what
+// one wake-up's work takes (a batch sealed and sent). See README, "Queues
+// and latency".
+const defaultSchedSlice = 300 * time.Microsecond
+
+// applySchedSlice asks for FIPS_GO_SCHED_SLICE (default
+// defaultSchedSlice) on every thread of the daemon, before the device
+// starts its goroutines. The daemon starts no other program, so nothing
+// else inherits it.
+func applySchedSlice(logf, errf func(string, ...any)) {
+	d, err := schedslice.Parse(os.Getenv("FIPS_GO_SCHED_SLICE"), defaultSchedSlice)
+	if err != nil {
+		errf("FIPS_GO_SCHED_SLICE=%v; using the default", err)
+		d = defaultSchedSlice
+	}
+	if d == 0 {
+		return
+	}
+	n, err := schedslice.Apply(d)
+	if err != nil {
+		errf("scheduler slice %v: %v", d, err)
+		return
+	}
+	logf("scheduler slice %v on %d threads", d, n)
 }
 
 func envInt(k string, def int) int {
