@@ -58,10 +58,11 @@ func TestApplySetsEveryThreadAndNewOnes(t *testing.T) {
 	if !customSlices(t) {
 		t.Skip("custom slices need Linux 6.12 or later")
 	}
-	// New threads: goroutines that each hold an OS thread at once.
+	// New threads: more goroutines holding an OS thread each at once than
+	// the process had threads, so the runtime must start some.
 	var started, release sync.WaitGroup
 	release.Add(1)
-	for range 4 {
+	for range len(before) + 2 {
 		started.Add(1)
 		go func() {
 			runtime.LockOSThread()
@@ -73,7 +74,7 @@ func TestApplySetsEveryThreadAndNewOnes(t *testing.T) {
 	now := slices(t)
 	release.Done()
 	if len(now) <= len(before) {
-		t.Logf("no new threads appeared (%d before, %d now)", len(before), len(now))
+		t.Fatalf("no new threads appeared (%d before, %d now)", len(before), len(now))
 	}
 	for tid, v := range now {
 		if v[0] != int64(want) {
