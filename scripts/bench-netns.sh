@@ -3,15 +3,19 @@
 # network namespaces joined by a veth, one tunnel implementation on both
 # ends, iperf3 through the tunnel. Needs root, iperf3, wg, ping.
 #
-#   bash scripts/bench-netns.sh [seconds] [impl...]
+#   [BENCH_RUNS=N] bash scripts/bench-netns.sh [seconds] [impl...]
 #
 # Prints one row per implementation and test: throughput, CPU seconds per
 # GB in the two tunnel processes together, peak RSS per process, and ping
-# RTT idle and under load.
+# RTT idle and under load. With BENCH_RUNS=N (default 1) it runs N rounds,
+# each starting with the next implementation (this machine drifts by 15-30%
+# within a run, which a fixed order would charge to whoever runs last), and
+# ends with a table of the medians over the rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"; shift || true
-impls=("${@:-fips-go wireguard-go}")
+runs="${BENCH_RUNS:-1}"
+impls=("$@"); [ ${#impls[@]} -gt 0 ] || impls=(fips-go wireguard-go)
 [ "$(id -u)" -eq 0 ] || { echo "bench-netns: needs root" >&2; exit 1; }
 bash scripts/deps.sh
 mkdir -p bin
@@ -27,7 +31,8 @@ cleanup() {
     ip netns del $n 2>/dev/null || true
   done
 }
-trap cleanup EXIT
+results=$(mktemp /tmp/fbench-results.XXXXXX)
+trap 'cleanup; rm -f "$results"' EXIT
 clk=$(getconf CLK_TCK)
 
 cpu_ticks() { awk '{print $14+$15}' /proc/$1/stat; }
@@ -82,6 +87,7 @@ run_iperf() { # label impl extra-args
   gbps=$(python3 -c 'import json;d=json.load(open("/tmp/fbench.json"));print("%.2f"%(d["end"]["sum_received"]["bits_per_second"]/1e9))')
   cpu=$(python3 -c "print('%.2f'%(((($c1a-$c0a)+($c1b-$c0b))/$clk)/($bytes/1e9)))")
   printf '| %-14s | %-17s | %6s Gbit/s | %6s s/GB | %11s ms |\n' "$impl" "$label" "$gbps" "$cpu" "$loaded"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$impl" "$label" "$gbps" "$cpu" "${loaded%% *}" >> "$results"
 }
 
 run_udp() { # impl: a stream of single-packet UDP datagrams at 130 Mbit/s
@@ -91,16 +97,47 @@ run_udp() { # impl: a stream of single-packet UDP datagrams at 130 Mbit/s
   local got
   got=$(python3 -c 'import json;d=json.load(open("/tmp/fbench.json"))["end"]["sum"];print("%.2f%% of %d delivered"%(100-d["lost_percent"],d["packets"]))')
   printf '| %-14s | %-17s | %s |\n' "$1" "udp 130 Mbit/s" "$got"
+  printf '%s\tudp 130 Mbit/s\t%s\n' "$1" "${got%%\%*}" >> "$results"
 }
 
 echo "| impl           | test              | throughput    | CPU/GB    | RTT p50/p90    |"
-for impl in ${impls[@]}; do
-  setup "$impl"
-  idle=$(rtt $NA 10.77.0.2 100)
-  run_iperf "1 stream"          "$impl"
-  run_iperf "1 stream reverse"  "$impl" -R
-  run_iperf "4 streams"         "$impl" -P 4
-  run_iperf "4 streams reverse" "$impl" -P 4 -R
-  run_udp "$impl"
-  echo "|   $impl: idle RTT ${idle} ms, peak RSS $(( $(hwm_kb $PA) / 1024 )) / $(( $(hwm_kb $PB) / 1024 )) MiB"
+for ((r = 0; r < runs; r++)); do
+  [ "$runs" -gt 1 ] && echo "|   round $((r + 1)) of $runs, $(date -u +%H:%M) UTC"
+  nimpl=${#impls[@]}
+  for ((i = 0; i < nimpl; i++)); do
+    impl=${impls[$(((i + r) % nimpl))]}
+    setup "$impl"
+    idle=$(rtt $NA 10.77.0.2 100)
+    run_iperf "1 stream"          "$impl"
+    run_iperf "1 stream reverse"  "$impl" -R
+    run_iperf "4 streams"         "$impl" -P 4
+    run_iperf "4 streams reverse" "$impl" -P 4 -R
+    run_udp "$impl"
+    rss_a=$(( $(hwm_kb $PA) / 1024 )); rss_b=$(( $(hwm_kb $PB) / 1024 ))
+    echo "|   $impl: idle RTT ${idle} ms, peak RSS $rss_a / $rss_b MiB"
+    printf '%s\tidle\t%s\t%s\t%s\n' "$impl" "${idle%% *}" "$rss_a" "$rss_b" >> "$results"
+  done
 done
+[ "$runs" -gt 1 ] || exit 0
+echo
+echo "Medians over $runs rounds:"
+python3 - "$results" "${impls[@]}" <<'PY'
+import sys, statistics as st
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+med = lambda xs: "%.2f" % st.median(xs) if xs else "-"
+def num(v):
+    try: return float(v)
+    except ValueError: return None
+def col(impl, test, i):
+    return [x for x in (num(r[i]) for r in rows if r[0] == impl and r[1] == test and len(r) > i) if x is not None]
+print("| impl           | test              | throughput    | CPU/GB    | RTT p50/p90    |")
+for impl in sys.argv[2:]:
+    for test in ("1 stream", "1 stream reverse", "4 streams", "4 streams reverse"):
+        p = [r[4].split("/") for r in rows if r[0] == impl and r[1] == test and "/" in r[4]]
+        rtt = "%s/%s" % (med([float(a) for a, b in p]), med([float(b) for a, b in p])) if p else "lost"
+        print("| %-14s | %-17s | %6s Gbit/s | %6s s/GB | %11s ms |" % (impl, test, med(col(impl, test, 2)), med(col(impl, test, 3)), rtt))
+    print("| %-14s | %-17s | %s%% delivered |" % (impl, "udp 130 Mbit/s", med(col(impl, "udp 130 Mbit/s", 2))))
+    p = [r[2].split("/") for r in rows if r[0] == impl and r[1] == "idle" and "/" in r[2]]
+    idle = "%s/%s" % (med([float(a) for a, b in p]), med([float(b) for a, b in p])) if p else "lost"
+    print("|   %s: idle RTT %s ms, peak RSS %s / %s MiB" % (impl, idle, med(col(impl, "idle", 3)), med(col(impl, "idle", 4))))
+PY
