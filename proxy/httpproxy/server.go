@@ -1,26 +1,29 @@
 package httpproxy
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log"
 	"net"
-	"net/http"
 	"net/netip"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/fips-go/fips-go/proxy"
 )
 
-// Defaults for zero Options fields.
+// Defaults for zero Options fields, and limits.
 const (
+	// DefaultHeaderTimeout bounds reading a request head, and dialing.
 	DefaultHeaderTimeout = 10 * time.Second
 	maxHeaderBytes       = 64 << 10
-	maxRefusing          = 16
-	maxIdleUpstream      = 32
+	// maxRefusing bounds the connections being told "no" at once when the
+	// server is full; beyond it they are closed without a word.
+	maxRefusing = 16
+	// replyTimeout bounds writing an error reply to a client.
+	replyTimeout = 2 * time.Second
 )
 
 // Options configure a Server; Dial is required.
@@ -38,13 +41,11 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
-// Server is an HTTP proxy.
+// Server is an HTTP/1.1 proxy.
 type Server struct {
-	opts      Options
-	lim       *proxy.Limiter
-	refusing  *proxy.Limiter
-	transport *http.Transport
-	ctx       context.Context // Serve's: ends the CONNECT tunnels with it
+	opts     Options
+	lim      *proxy.Limiter
+	refusing *proxy.Limiter
 }
 
 // New returns a server with o's zero fields defaulted.
@@ -55,184 +56,246 @@ func New(o Options) *Server {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	s := &Server{opts: o, lim: proxy.NewLimiter(o.MaxConns), refusing: proxy.NewLimiter(maxRefusing), ctx: context.Background()}
-	s.transport = &http.Transport{
-		Proxy: nil,
-		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-			ap, err := proxy.ResolveHostPort(ctx, addr, o.Resolve)
-			if err != nil {
-				return nil, err
-			}
-			return o.Dial(ctx, ap)
-		},
-		MaxIdleConns:          maxIdleUpstream,
-		IdleConnTimeout:       o.IdleTimeout,
-		ResponseHeaderTimeout: o.IdleTimeout,
-		DisableCompression:    true,
-	}
-	return s
+	return &Server{opts: o, lim: proxy.NewLimiter(o.MaxConns), refusing: proxy.NewLimiter(maxRefusing)}
 }
 
-// Serve serves ln until ctx ends or ln fails.
+// Serve accepts connections on ln until ctx ends (then it returns nil) or
+// ln fails. Either way it closes ln and every connection it opened, and
+// waits for their handlers.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	s.ctx = ctx
-	hs := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: DefaultHeaderTimeout,
-		IdleTimeout:       s.opts.IdleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          log.New(io.Discard, "", 0),
-	}
-	stop := context.AfterFunc(ctx, func() { hs.Close() })
-	defer stop()
-	err := hs.Serve(&limitListener{Listener: ln, s: s})
-	s.transport.CloseIdleConnections()
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
-}
-
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	t, err := ParseTarget(r.Method, r.RequestURI)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	if r.Method == http.MethodConnect {
-		s.connect(w, r, t)
-		return
-	}
-	s.forward(w, r)
-}
-
-func (s *Server) connect(w http.ResponseWriter, r *http.Request, t Target) {
-	ctx, cancel := context.WithTimeout(r.Context(), DefaultHeaderTimeout)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	// Deferred after the wait, so it runs first: when ln fails, the
+	// handlers end too.
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ap, err := proxy.ResolveHost(ctx, t.Host, t.Port, s.opts.Resolve)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
+	defer context.AfterFunc(ctx, func() { ln.Close() })()
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			// Out of file descriptors and the like pass; wait and retry.
+			if te, ok := err.(interface{ Temporary() bool }); ok && te.Temporary() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.opts.Logf("http: accept: %v; retrying in %v", err, backoff)
+				select {
+				case <-time.After(backoff):
+				case <-ctx.Done():
+				}
+				continue
+			}
+			ln.Close()
+			return err
+		}
+		backoff = 0
+		if !s.lim.TryAcquire() {
+			s.refuse(ctx, &wg, c)
+			continue
+		}
+		wg.Go(func() {
+			defer s.lim.Release()
+			s.handle(ctx, c)
+		})
+	}
+}
+
+// refuse answers a client over the limit with a 503, unless too many are
+// being refused already.
+func (s *Server) refuse(ctx context.Context, wg *sync.WaitGroup, c net.Conn) {
+	s.opts.Logf("http: refusing %v: %d connections open (the limit)", c.RemoteAddr(), s.lim.Cap())
+	if !s.refusing.TryAcquire() {
+		c.Close()
 		return
 	}
-	up, err := s.opts.Dial(ctx, ap)
+	wg.Go(func() {
+		defer s.refusing.Release()
+		defer context.AfterFunc(ctx, func() { c.Close() })()
+		cc := newClientConn(c)
+		cc.fail(503, fmt.Sprintf("too many connections (limit %d)", s.lim.Cap()))
+	})
+}
+
+// clientConn is a client's connection and its buffers.
+type clientConn struct {
+	raw net.Conn   // as accepted: for deadlines, half-close and Splice
+	tc  *timedConn // raw, with the body transfers' idle deadlines
+	br  *bufio.Reader
+	bw  *bufio.Writer
+}
+
+func newClientConn(c net.Conn) *clientConn {
+	tc := &timedConn{Conn: c}
+	return &clientConn{raw: c, tc: tc, br: bufio.NewReaderSize(tc, 4<<10), bw: bufio.NewWriterSize(tc, 4<<10)}
+}
+
+// handle serves one client connection: requests one after another until
+// one needs the connection closed, or a CONNECT takes it over.
+func (s *Server) handle(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	// Shutting down ends every wait on the client, so Serve's is short.
+	defer context.AfterFunc(ctx, func() { c.Close() })()
+	cc := newClientConn(c)
+	for first := true; ; first = false {
+		req, err := s.readRequest(cc, first)
+		if err != nil {
+			return
+		}
+		if req.Method == "CONNECT" {
+			t, err := ParseTarget(req.Method, req.Target)
+			if err != nil {
+				cc.fail(400, err.Error())
+				return
+			}
+			s.connect(ctx, cc, t)
+			return
+		}
+		if !s.forward(ctx, cc, req) {
+			return
+		}
+	}
+}
+
+// readRequest reads and parses the next request head. The first must
+// arrive within DefaultHeaderTimeout of the accept; later ones may wait
+// IdleTimeout for their first byte and then DefaultHeaderTimeout. On an
+// error the client has been answered, if it could be.
+func (s *Server) readRequest(cc *clientConn, first bool) (*request, error) {
+	cc.tc.idle = 0
+	if !first {
+		cc.raw.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
+		if _, err := cc.br.Peek(1); err != nil {
+			return nil, err
+		}
+	}
+	cc.raw.SetReadDeadline(time.Now().Add(DefaultHeaderTimeout))
+	head, err := readHead(cc.br, maxHeaderBytes)
+	if err == nil {
+		var req *request
+		if req, err = parseRequest(head); err == nil {
+			cc.raw.SetReadDeadline(time.Time{})
+			cc.tc.idle = s.opts.IdleTimeout
+			return req, nil
+		}
+	}
+	switch {
+	case errors.Is(err, errTooLarge):
+		cc.fail(431, err.Error())
+	case errors.Is(err, errMalformed):
+		cc.fail(400, err.Error())
+	}
+	return nil, err
+}
+
+// connect dials t and splices the client to it.
+func (s *Server) connect(ctx context.Context, cc *clientConn, t Target) {
+	up, err := s.dial(ctx, t)
 	if err != nil {
 		s.opts.Logf("http: CONNECT %v: %v", t, err)
-		http.Error(w, fmt.Sprintf("connect %v: %v", ap, err), http.StatusBadGateway)
+		cc.fail(502, err.Error())
 		return
 	}
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		up.Close()
-		http.Error(w, "cannot take over the connection", http.StatusInternalServerError)
-		return
-	}
-	c, brw, err := hj.Hijack()
-	if err != nil {
+	c := cc.raw
+	c.SetDeadline(time.Now().Add(s.opts.IdleTimeout))
+	up.SetDeadline(time.Now().Add(s.opts.IdleTimeout))
+	if _, err := c.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
 		up.Close()
 		return
 	}
-	c.SetDeadline(time.Time{})
-	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		c.Close()
-		up.Close()
-		return
-	}
-	// Bytes the client sent after its request are already buffered.
-	if n := brw.Reader.Buffered(); n > 0 {
-		b, _ := brw.Reader.Peek(n)
+	// Bytes the client sent after its request (a TLS ClientHello, say)
+	// are in our buffer already.
+	if n := cc.br.Buffered(); n > 0 {
+		b, _ := cc.br.Peek(n)
 		if _, err := up.Write(b); err != nil {
-			c.Close()
 			up.Close()
 			return
 		}
 	}
-	proxy.Splice(s.ctx, c, up, s.opts.IdleTimeout)
+	c.SetDeadline(time.Time{})
+	up.SetDeadline(time.Time{})
+	proxy.Splice(ctx, c, up, s.opts.IdleTimeout)
 }
 
-func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
-	out := r.Clone(r.Context())
-	out.RequestURI = ""
-	out.Close = false
-	RemoveHopByHop(out.Header)
-	if r.ContentLength == 0 {
-		out.Body = nil
-	}
-	resp, err := s.transport.RoundTrip(out)
+// dial resolves and dials t, within DefaultHeaderTimeout.
+func (s *Server) dial(ctx context.Context, t Target) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, DefaultHeaderTimeout)
+	defer cancel()
+	ap, err := proxy.ResolveHost(ctx, t.Host, t.Port, s.opts.Resolve)
 	if err != nil {
-		s.opts.Logf("http: %s %s: %v", r.Method, r.URL, err)
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
+		return nil, err
 	}
-	defer resp.Body.Close()
-	RemoveHopByHop(resp.Header)
-	for k, vs := range resp.Header {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
+	up, err := s.opts.Dial(ctx, ap)
+	if err != nil {
+		return nil, fmt.Errorf("connect %v: %w", ap, err)
 	}
-	w.WriteHeader(resp.StatusCode)
-	buf := make([]byte, 64<<10)
-	for {
-		n, rerr := resp.Body.Read(buf)
-		if n > 0 {
-			if _, err := w.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if rerr != nil {
-			return
-		}
-	}
+	return up, nil
 }
 
-// limitListener refuses connections over the limit with a 503.
-type limitListener struct {
-	net.Listener
-	s *Server
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if l.s.lim.TryAcquire() {
-			return &limitedConn{Conn: c, release: l.s.lim.Release}, nil
-		}
-		l.s.opts.Logf("http: refusing %v: %d connections open (the limit)", c.RemoteAddr(), l.s.lim.Cap())
-		if !l.s.refusing.TryAcquire() {
-			c.Close()
-			continue
-		}
-		go func() {
-			defer l.s.refusing.Release()
-			c.SetWriteDeadline(time.Now().Add(2 * time.Second))
-			body := fmt.Sprintf("fips-go: too many connections (limit %d)\n", l.s.lim.Cap())
-			fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-			proxy.CloseGently(c)
-		}()
+// fail answers the client with status and a text/plain msg and closes
+// the connection. Only for a client that was sent nothing of a response
+// yet.
+func (cc *clientConn) fail(status int, msg string) {
+	body := "fips-go: " + msg + "\n"
+	h := Header{
+		{"Content-Type", "text/plain; charset=utf-8"},
+		{"Content-Length", strconv.Itoa(len(body))},
+		{"Connection", "close"},
 	}
+	cc.tc.idle = 0
+	cc.raw.SetWriteDeadline(time.Now().Add(replyTimeout))
+	cc.bw.Write(append(appendResponseHead(nil, status, statusText(status), h), body...))
+	if cc.bw.Flush() == nil {
+		proxy.CloseGently(cc.raw)
+	}
+	cc.raw.Close()
 }
 
-// limitedConn gives its slot back on the first Close.
-type limitedConn struct {
+// abort closes a client connection in the middle of a response with a
+// reset where it can: for a body read until close, a clean end would
+// tell the client that a truncated body was whole.
+func (cc *clientConn) abort() {
+	if tc, ok := cc.raw.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	cc.raw.Close()
+}
+
+func statusText(status int) string {
+	switch status {
+	case 400:
+		return "Bad Request"
+	case 431:
+		return "Request Header Fields Too Large"
+	case 501:
+		return "Not Implemented"
+	case 502:
+		return "Bad Gateway"
+	case 503:
+		return "Service Unavailable"
+	}
+	return "Error"
+}
+
+// timedConn gives each Read and Write a deadline idle from its start, so
+// a body transfer fails only after idle without progress; zero idle
+// leaves the deadlines alone. Only the connection's handler uses it.
+type timedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	idle time.Duration
 }
 
-func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
-}
-
-// CloseWrite passes half-closes on to the TCP connection.
-func (c *limitedConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
+func (c *timedConn) Read(p []byte) (int, error) {
+	if c.idle > 0 {
+		c.Conn.SetReadDeadline(time.Now().Add(c.idle))
 	}
-	return c.Conn.Close()
+	return c.Conn.Read(p)
+}
+
+func (c *timedConn) Write(p []byte) (int, error) {
+	if c.idle > 0 {
+		c.Conn.SetWriteDeadline(time.Now().Add(c.idle))
+	}
+	return c.Conn.Write(p)
 }
