@@ -70,7 +70,7 @@ func startMetrics(mc metricsConfig, iface string, src metrics.Source, logf func(
 	if mc.addr == "" && mc.ln == nil {
 		return func() {}, nil
 	}
-	h := metrics.Handler(metrics.NewCollector(src, metrics.Options{Interface: iface, MaxPeers: mc.maxPeers}))
+	h := metrics.NewHandler(metrics.NewCollector(src, metrics.Options{Interface: iface, MaxPeers: mc.maxPeers}))
 	ln := mc.ln
 	if ln == nil {
 		if ln, err = metrics.ListenTCP(mc.addr); err != nil {

@@ -1,13 +1,16 @@
 // Package metrics exports a device's counters and per-peer traffic in the
-// Prometheus text format, read afresh on each scrape so the data path pays
-// nothing for it.
+// Prometheus text format on a small HTTP endpoint, read afresh on each
+// scrape so the data path pays nothing for it.
 //
-// The exposition is written with github.com/VictoriaMetrics/metrics rather
-// than the conventional github.com/prometheus/client_golang: linking
-// client_golang (and the protobuf runtime it pulls in) cost every fips-go
-// daemon 3.2 MiB of RSS and 3.8 MB of binary, whether or not --metrics was
-// given, against a 16 MiB RSS target; VictoriaMetrics/metrics costs 0.3 MiB
-// and 0.1 MB (measured on an idle daemon, both beside net/http).
+// The text format, the go_* and process_* series and the HTTP/1.1 server
+// are written here rather than taken from net/http and a metrics library
+// (github.com/VictoriaMetrics/metrics until now, prometheus/client_golang
+// before it): linking net/http, with the crypto/tls, x509 and HTTP/2
+// tables it brings, and the library cost every fips-go daemon about
+// 3 MiB of RSS in file-backed pages (a loaded tunnel's peak, 18.3 against
+// 15.2 MiB without them), whether or not --metrics was given, against a
+// 16 MiB target. A scrape endpoint needs one request, GET /metrics, which
+// a few hundred lines serve.
 package metrics
 
 import (
@@ -15,7 +18,6 @@ import (
 	"strings"
 	"time"
 
-	vm "github.com/VictoriaMetrics/metrics"
 	"github.com/fips-go/fips-go/device"
 )
 
@@ -62,96 +64,84 @@ func NewCollector(src Source, opts Options) *Collector {
 	return &Collector{src: src, opts: opts}
 }
 
-// WritePrometheus reads the device once and writes every series, sorted,
-// with one HELP and TYPE line per family (metadata must be on, see
-// Handler).
+// WritePrometheus reads the device once and writes every series in the
+// Prometheus text format, families sorted by name, each with one HELP and
+// TYPE line. An error of w ends the writing.
 func (c *Collector) WritePrometheus(w io.Writer) {
 	st := c.src.Stats(c.opts.MaxPeers)
-	e := exposition{set: vm.NewSet(), seen: map[string]bool{}, iface: escapeLabel(c.opts.Interface)}
+	e := newExposition()
+	iface := labels("", "interface", c.opts.Interface)
 	stages, sojourns, counters := splitSojourn(st.Counters)
 	for _, ctr := range counters {
-		family, labels := counterFamily(ctr.Name)
-		e.counter(family, ctr.Value, labels...)
+		family, kv := counterFamily(ctr.Name)
+		e.counter(family, counterHelp(family, ctr.Name), ctr.Value, labels(iface, kv...))
 	}
-	e.gauge("fipsgo_peers", float64(st.Peers))
-	e.gauge("fipsgo_peer_series_limit", float64(max(c.opts.MaxPeers, 0)))
-	e.gauge("fipsgo_received_bytes", float64(st.RxBytes))
-	e.gauge("fipsgo_sent_bytes", float64(st.TxBytes))
+	e.gauge("fipsgo_peers", "Configured peers.", float64(st.Peers), iface)
+	e.gauge("fipsgo_peer_series_limit", "Per-peer series are exported up to this many peers (--metrics-max-peers).", float64(max(c.opts.MaxPeers, 0)), iface)
+	e.gauge("fipsgo_received_bytes", "Bytes received, summed over the configured peers.", float64(st.RxBytes), iface)
+	e.gauge("fipsgo_sent_bytes", "Bytes sent, summed over the configured peers.", float64(st.TxBytes), iface)
 	omitted := 0
 	if st.PeerStats == nil {
 		omitted = st.Peers
 	}
-	e.gauge("fipsgo_peers_omitted", float64(omitted))
-	q := st.Queues
-	e.gauge("fipsgo_pool_batches", float64(q.Batches), "pool", "full")
-	e.gauge("fipsgo_pool_batches", float64(q.SmallBatches), "pool", "small")
-	e.gauge("fipsgo_pool_batches_in_use", float64(q.BatchesInUse), "pool", "full")
-	e.gauge("fipsgo_pool_batches_in_use", float64(q.SmallBatchesInUse), "pool", "small")
-	e.gauge("fipsgo_handshake_queue_length", float64(q.HandshakeQueue), "queue", "anonymous")
-	e.gauge("fipsgo_handshake_queue_length", float64(q.HandshakePriority), "queue", "priority")
-	e.gauge("fipsgo_handshake_queue_capacity", float64(q.HandshakeQueueCap), "queue", "anonymous")
-	e.gauge("fipsgo_handshake_queue_capacity", float64(q.HandshakePriorityCap), "queue", "priority")
-	e.gauge("fipsgo_tx_queued_packets", float64(q.TxQueued))
+	e.gauge("fipsgo_peers_omitted", "Peers whose series were left out because the device has more than the limit.", float64(omitted), iface)
+	c.queues(e, iface, &st.Queues)
 	now := c.opts.Now()
 	for i := range st.PeerStats {
 		ps := &st.PeerStats[i]
-		key := ps.PublicKey.String() // base64: nothing to escape
-		e.counter("fipsgo_peer_received_bytes_total", ps.RxBytes, "peer", key)
-		e.counter("fipsgo_peer_sent_bytes_total", ps.TxBytes, "peer", key)
-		e.counter("fipsgo_peer_keepalives_sent_total", ps.KeepalivesSent, "peer", key)
-		e.counter("fipsgo_peer_endpoint_changes_total", ps.EndpointChanges, "peer", key)
-		e.gauge("fipsgo_peer_tx_queued_packets", float64(ps.TxQueued), "peer", key)
+		l := labels(iface, "peer", ps.PublicKey.String())
+		e.counter("fipsgo_peer_received_bytes_total", "Bytes received from the peer.", ps.RxBytes, l)
+		e.counter("fipsgo_peer_sent_bytes_total", "Bytes sent to the peer.", ps.TxBytes, l)
+		e.counter("fipsgo_peer_keepalives_sent_total", "Keepalives sent to the peer.", ps.KeepalivesSent, l)
+		e.counter("fipsgo_peer_endpoint_changes_total", "Times the peer's endpoint moved.", ps.EndpointChanges, l)
+		e.gauge("fipsgo_peer_tx_queued_packets", "Outbound packets to the peer queued for the crypto workers or being sent.", float64(ps.TxQueued), l)
 		if !ps.LastHandshake.IsZero() {
-			e.gauge("fipsgo_peer_last_handshake_age_seconds", max(now.Sub(ps.LastHandshake).Seconds(), 0), "peer", key)
+			e.gauge("fipsgo_peer_last_handshake_age_seconds", "Seconds since the peer's last handshake.", max(now.Sub(ps.LastHandshake).Seconds(), 0), l)
 		}
 	}
-	e.set.WritePrometheus(w)
-	writeSojourn(w, e.iface, stages, sojourns)
+	addSojourn(e, iface, stages, sojourns)
+	e.writeTo(w)
 }
 
-// exposition is one scrape's set of series.
-type exposition struct {
-	set   *vm.Set
-	seen  map[string]bool // the library panics on a duplicate; skip them
-	iface string          // escaped
+func (c *Collector) queues(e *exposition, iface string, q *device.QueueStats) {
+	const (
+		batches = "Batches in the pool (full: 128 packets a batch, small: 4)."
+		inUse   = "Batches of the pool out right now."
+		hsLen   = "Handshake messages waiting in the queue."
+		hsCap   = "Capacity of the handshake queue."
+	)
+	full, small := labels(iface, "pool", "full"), labels(iface, "pool", "small")
+	anon, prio := labels(iface, "queue", "anonymous"), labels(iface, "queue", "priority")
+	e.gauge("fipsgo_pool_batches", batches, float64(q.Batches), full)
+	e.gauge("fipsgo_pool_batches", batches, float64(q.SmallBatches), small)
+	e.gauge("fipsgo_pool_batches_in_use", inUse, float64(q.BatchesInUse), full)
+	e.gauge("fipsgo_pool_batches_in_use", inUse, float64(q.SmallBatchesInUse), small)
+	e.gauge("fipsgo_handshake_queue_length", hsLen, float64(q.HandshakeQueue), anon)
+	e.gauge("fipsgo_handshake_queue_length", hsLen, float64(q.HandshakePriority), prio)
+	e.gauge("fipsgo_handshake_queue_capacity", hsCap, float64(q.HandshakeQueueCap), anon)
+	e.gauge("fipsgo_handshake_queue_capacity", hsCap, float64(q.HandshakePriorityCap), prio)
+	e.gauge("fipsgo_tx_queued_packets", "Outbound packets queued for the crypto workers or being sent.", float64(q.TxQueued), iface)
 }
 
-func (e *exposition) name(family string, labels []string) (string, bool) {
-	var b strings.Builder
-	b.WriteString(family)
-	b.WriteString(`{interface="` + e.iface + `"`)
-	for i := 0; i+1 < len(labels); i += 2 {
-		b.WriteString("," + labels[i] + `="` + escapeLabel(labels[i+1]) + `"`)
+// counterHelp is the HELP text of a device counter's family; a family
+// takes the text of its first counter.
+func counterHelp(family, name string) string {
+	if family == dropFamily {
+		return "Packets dropped, by direction (rx: from the network, tx: from the TUN) and reason."
 	}
-	b.WriteString("}")
-	n := b.String()
-	if e.seen[n] {
-		return "", false
-	}
-	e.seen[n] = true
-	return n, true
-}
-
-func (e *exposition) counter(family string, v uint64, labels ...string) {
-	if n, ok := e.name(family, labels); ok {
-		e.set.NewCounter(n).Set(v)
-	}
-}
-
-func (e *exposition) gauge(family string, v float64, labels ...string) {
-	if n, ok := e.name(family, labels); ok {
-		e.set.NewGauge(n, func() float64 { return v })
-	}
+	return "The device counter " + sanitize(name) + " (fips-go show)."
 }
 
 // counterFamily maps a device counter to its metric: "rx_drop_REASON" and
 // "tx_drop_REASON" become fipsgo_dropped_packets_total{direction, reason};
 // any other NAME becomes fipsgo_NAME_total.
+const dropFamily = "fipsgo_dropped_packets_total"
+
 func counterFamily(name string) (string, []string) {
 	name = sanitize(name)
 	for _, dir := range []string{"rx", "tx"} {
 		if reason, ok := strings.CutPrefix(name, dir+"_drop_"); ok {
-			return "fipsgo_dropped_packets_total", []string{"direction", dir, "reason", reason}
+			return dropFamily, []string{"direction", dir, "reason", reason}
 		}
 	}
 	return "fipsgo_" + strings.TrimSuffix(name, "_total") + "_total", nil
@@ -168,14 +158,4 @@ func sanitize(name string) string {
 		}
 		return '_'
 	}, name)
-}
-
-// labelEscaper escapes a label value as the text format wants.
-var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-
-func escapeLabel(s string) string {
-	if !strings.ContainsAny(s, "\\\"\n") {
-		return s
-	}
-	return labelEscaper.Replace(s)
 }

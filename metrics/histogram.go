@@ -1,8 +1,7 @@
 package metrics
 
 import (
-	"fmt"
-	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -13,9 +12,10 @@ import (
 // The device reports each sojourn-time histogram as plain counters
 // (sojourn_STAGE_us_le_BOUND, cumulative, and sojourn_STAGE_sum_ns); they
 // are exported as one Prometheus histogram, fipsgo_sojourn_seconds{stage}.
-// The exposition library builds histograms only from observations it makes
-// itself, so this family is written here, in the same text format.
-const sojournFamily = "fipsgo_sojourn_seconds"
+const (
+	sojournFamily = "fipsgo_sojourn_seconds"
+	sojournHelp   = "Time packets spent in a stage of the data path: rx_socket in the UDP socket's queue (kernel receive timestamps), tx_pipeline from TUN read to UDP send, rx_pipeline from UDP receive to TUN write."
+)
 
 type sojourn struct {
 	buckets [hist.Buckets]uint64 // cumulative, by bucket index
@@ -67,32 +67,26 @@ func bucketIndex(label string) int {
 	return -1
 }
 
-// writeSojourn writes the histograms of the stages that have every bucket.
-func writeSojourn(w io.Writer, iface string, stages []string, byStage map[string]*sojourn) {
-	header := false
+// addSojourn adds the histograms of the stages that have every bucket,
+// sorted by stage.
+func addSojourn(e *exposition, iface string, stages []string, byStage map[string]*sojourn) {
+	stages = slices.Sorted(slices.Values(stages))
+	done := map[string]bool{} // two stages may sanitize alike
 	for _, stage := range stages {
-		s := byStage[stage]
-		complete := true
-		for _, ok := range s.seen {
-			complete = complete && ok
-		}
-		if !complete {
+		s, name := byStage[stage], sanitize(stage)
+		if slices.Contains(s.seen[:], false) || done[name] {
 			continue
 		}
-		if !header {
-			fmt.Fprintf(w, "# HELP %s Time packets spent in a stage of the data path: rx_socket in the UDP socket's queue (kernel receive timestamps), tx_pipeline from TUN read to UDP send, rx_pipeline from UDP receive to TUN write.\n", sojournFamily)
-			fmt.Fprintf(w, "# TYPE %s histogram\n", sojournFamily)
-			header = true
-		}
-		labels := `interface="` + iface + `",stage="` + escapeLabel(sanitize(stage)) + `"`
+		done[name] = true
+		l := labels(iface, "stage", name)
 		for i, v := range s.buckets {
 			le := "+Inf"
 			if i < hist.Buckets-1 {
 				le = strconv.FormatFloat(hist.UpperBound(i).Seconds(), 'g', -1, 64)
 			}
-			fmt.Fprintf(w, "%s_bucket{%s,le=%q} %d\n", sojournFamily, labels, le, v)
+			e.add(sojournFamily, kindHistogram, sojournHelp, sample{suffix: "_bucket", labels: labels(l, "le", le), v: uintValue(v)})
 		}
-		fmt.Fprintf(w, "%s_sum{%s} %s\n", sojournFamily, labels, strconv.FormatFloat(float64(s.sumNs)/1e9, 'g', -1, 64))
-		fmt.Fprintf(w, "%s_count{%s} %d\n", sojournFamily, labels, s.buckets[hist.Buckets-1])
+		e.add(sojournFamily, kindHistogram, sojournHelp, sample{suffix: "_sum", labels: l, v: floatValue(float64(s.sumNs) / 1e9)})
+		e.add(sojournFamily, kindHistogram, sojournHelp, sample{suffix: "_count", labels: l, v: uintValue(s.buckets[hist.Buckets-1])})
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -24,27 +23,59 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// scrape fetches /metrics from h and parses it with Prometheus's own text
-// parser, failing the test on anything it rejects.
-func scrape(t testing.TB, h http.Handler) map[string]*dto.MetricFamily {
+// scrape serves h on a loopback port, fetches /metrics and parses it with
+// Prometheus's own text parser, failing the test on anything it rejects.
+func scrape(t testing.TB, h *metrics.Handler) map[string]*dto.MetricFamily {
 	t.Helper()
-	srv := httptest.NewServer(h)
+	srv := serveLoopback(t, h)
 	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+	resp, body := get(t, "http://"+srv.Addr().String()+"/metrics")
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/plain; version=0.0.4; charset=utf-8" {
 		t.Fatalf("GET /metrics: %s, %q", resp.Status, resp.Header.Get("Content-Type"))
 	}
+	if resp.ContentLength != int64(len(body)) {
+		t.Fatalf("Content-Length %d, body %d bytes", resp.ContentLength, len(body))
+	}
+	return parse(t, body)
+}
+
+// parse parses an exposition as Prometheus does.
+func parse(t testing.TB, body []byte) map[string]*dto.MetricFamily {
+	t.Helper()
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
 		t.Fatalf("the exposition does not parse: %v\n%s", err, body)
 	}
 	return fams
+}
+
+// serveLoopback serves h on 127.0.0.1, port chosen by the kernel.
+func serveLoopback(t testing.TB, h *metrics.Handler) *metrics.Server {
+	t.Helper()
+	ln, err := metrics.ListenTCP("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return metrics.Serve(ln, h)
+}
+
+// get fetches url with a client of its own, whose connections close
+// with it.
+func get(t testing.TB, url string) (*http.Response, []byte) {
+	t.Helper()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, body
 }
 
 // value is the one series of family whose labels include want, or -1.
@@ -133,7 +164,7 @@ func (p *pair) send(t testing.TB, n int) {
 // per-peer series say what happened.
 func TestScrapeParsesAndCountersMoveWithTraffic(t *testing.T) {
 	p := newPair(t)
-	h := metrics.Handler(metrics.NewCollector(p.a, metrics.Options{Interface: "wg0"}))
+	h := metrics.NewHandler(metrics.NewCollector(p.a, metrics.Options{Interface: "wg0"}))
 	before := scrape(t, h)
 	peerB := p.keyB.PublicKey().String()
 	if v := value(before, "fipsgo_peers", "interface", "wg0"); v != 1 {
@@ -259,7 +290,7 @@ func TestCountersExportedGenerically(t *testing.T) {
 		{Name: "odd name-with.chars", Value: 10},
 		{Name: "bind_new_fallbacks", Value: 11}, // a duplicate is skipped, not a panic
 	}}
-	fams := scrape(t, metrics.Handler(metrics.NewCollector(src, metrics.Options{})))
+	fams := scrape(t, metrics.NewHandler(metrics.NewCollector(src, metrics.Options{})))
 	for _, c := range []struct {
 		family string
 		labels []string
@@ -281,7 +312,7 @@ func TestCountersExportedGenerically(t *testing.T) {
 // peer has its series.
 func TestPeerCapHolds(t *testing.T) {
 	src := &fakeSource{peers: 10000}
-	fams := scrape(t, metrics.Handler(metrics.NewCollector(src, metrics.Options{})))
+	fams := scrape(t, metrics.NewHandler(metrics.NewCollector(src, metrics.Options{})))
 	if fams["fipsgo_peer_received_bytes_total"] != nil {
 		t.Fatalf("per-peer series above the cap: %d", len(fams["fipsgo_peer_received_bytes_total"].Metric))
 	}
@@ -294,14 +325,14 @@ func TestPeerCapHolds(t *testing.T) {
 	if src.calls[0] != metrics.DefaultMaxPeers {
 		t.Errorf("the collector asked the device for %d peers, want the cap", src.calls[0])
 	}
-	fams = scrape(t, metrics.Handler(metrics.NewCollector(src, metrics.Options{MaxPeers: 10000})))
+	fams = scrape(t, metrics.NewHandler(metrics.NewCollector(src, metrics.Options{MaxPeers: 10000})))
 	if f := fams["fipsgo_peer_received_bytes_total"]; f == nil || len(f.Metric) != 10000 {
 		t.Fatalf("cap 10000: want 10000 per-peer series")
 	}
 	if v := value(fams, "fipsgo_peers_omitted"); v != 0 {
 		t.Errorf("fipsgo_peers_omitted = %v, want 0", v)
 	}
-	fams = scrape(t, metrics.Handler(metrics.NewCollector(&fakeSource{peers: 1}, metrics.Options{MaxPeers: -1})))
+	fams = scrape(t, metrics.NewHandler(metrics.NewCollector(&fakeSource{peers: 1}, metrics.Options{MaxPeers: -1})))
 	if fams["fipsgo_peer_received_bytes_total"] != nil || value(fams, "fipsgo_peers_omitted") != 1 {
 		t.Errorf("negative cap: per-peer series should be off")
 	}
@@ -324,7 +355,7 @@ func tenThousandPeers(t testing.TB) *device.Device {
 
 func TestPeerCapHoldsOnARealDevice(t *testing.T) {
 	d := tenThousandPeers(t)
-	fams := scrape(t, metrics.Handler(metrics.NewCollector(d, metrics.Options{})))
+	fams := scrape(t, metrics.NewHandler(metrics.NewCollector(d, metrics.Options{})))
 	if fams["fipsgo_peer_sent_bytes_total"] != nil || value(fams, "fipsgo_peers") != 10000 || value(fams, "fipsgo_peers_omitted") != 10000 {
 		t.Fatalf("10,000 peers, default cap: peers %v omitted %v, per-peer family present: %v",
 			value(fams, "fipsgo_peers"), value(fams, "fipsgo_peers_omitted"), fams["fipsgo_peer_sent_bytes_total"] != nil)
@@ -371,17 +402,8 @@ func TestListenAddress(t *testing.T) {
 
 func TestServerServesAndCloses(t *testing.T) {
 	src := &fakeSource{peers: 1}
-	s, err := metrics.ListenTCP("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := metrics.Serve(s, metrics.Handler(metrics.NewCollector(src, metrics.Options{})))
-	resp, err := http.Get("http://" + srv.Addr().String() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	srv := serveLoopback(t, metrics.NewHandler(metrics.NewCollector(src, metrics.Options{})))
+	_, body := get(t, "http://"+srv.Addr().String()+"/metrics")
 	if !strings.Contains(string(body), "fipsgo_peers{") {
 		t.Fatalf("no fipsgo_peers in\n%s", body)
 	}

@@ -1,53 +1,44 @@
 package metrics
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
-
-	vm "github.com/VictoriaMetrics/metrics"
-	"golang.org/x/net/netutil"
 )
 
-// Caps on the HTTP side: a scraper needs one connection; a few more let
-// curl in beside it. Anything beyond waits in the kernel's backlog, and a
-// third concurrent scrape is refused rather than queued.
-const (
-	maxConns    = 8
-	maxInFlight = 2
-)
+// serverConfig holds the server's caps and timeouts. Serve uses
+// defaultServerConfig; tests shorten the timeouts.
+type serverConfig struct {
+	// maxConns: a scraper needs one connection, a few more let curl in
+	// beside it. The server stops accepting at the cap, so a further
+	// connection waits in the kernel's backlog until one closes.
+	maxConns int
+	// maxHead caps a request head (request line and header fields); a
+	// larger one is answered 431. It is each connection's whole buffer.
+	maxHead int
+	// readHeaderTimeout: a head must arrive within this of the
+	// connection's accept (first request) or of its first byte (later
+	// ones); a client that is slower is cut off without an answer.
+	readHeaderTimeout time.Duration
+	writeTimeout      time.Duration // to write one response
+	idleTimeout       time.Duration // a kept-alive connection's wait for the next request
+	closeGrace        time.Duration // Close's wait for responses in progress
+	linger            time.Duration // to drain a refused client's input before closing
+}
 
-// metadataOnce turns on the library's HELP and TYPE lines; it is a
-// process-wide switch there, and every fips-go exposition wants them.
-var metadataOnce sync.Once
-
-// Handler serves c's metrics, then the Go runtime's and the process's
-// (RSS, CPU, open files), on /metrics.
-func Handler(c *Collector) http.Handler {
-	metadataOnce.Do(func() { vm.ExposeMetadata(true) })
-	sem := make(chan struct{}, maxInFlight)
-	mux := http.NewServeMux()
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case sem <- struct{}{}:
-			defer func() { <-sem }()
-		default:
-			http.Error(w, "too many scrapes at once", http.StatusServiceUnavailable)
-			return
-		}
-		var b bytes.Buffer
-		c.WritePrometheus(&b)
-		vm.WriteProcessMetrics(&b)
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		w.Write(b.Bytes())
-	})
-	return mux
+func defaultServerConfig() serverConfig {
+	return serverConfig{
+		maxConns:          8,
+		maxHead:           8 << 10,
+		readHeaderTimeout: 5 * time.Second,
+		writeTimeout:      15 * time.Second,
+		idleTimeout:       time.Minute,
+		closeGrace:        time.Second,
+		linger:            time.Second,
+	}
 }
 
 // ListenAddress completes a --metrics address: a bare port (":9586" or
@@ -83,40 +74,304 @@ func ListenTCP(addr string) (*net.TCPListener, error) {
 	return ln.(*net.TCPListener), nil
 }
 
-// Server is a running metrics endpoint.
+// Server is a running metrics endpoint: an HTTP/1.1 server of one
+// resource with keep-alive, answering requests on a connection in turn.
 type Server struct {
-	ln  net.Listener
-	srv *http.Server
-	err chan error
+	ln    net.Listener
+	h     *Handler
+	cfg   serverConfig
+	slots chan struct{}  // a token per open connection
+	done  chan struct{}  // closed by Close
+	wg    sync.WaitGroup // the accept loop and every connection's goroutine
+	once  sync.Once      // Close's work
+
+	mu     sync.Mutex
+	closed bool              // guarded by mu
+	conns  map[*srvConn]bool // guarded by mu; true while answering a request
 }
 
-// Serve serves h on ln (at most maxConns connections at once) until Close.
-func Serve(ln net.Listener, h http.Handler) *Server {
+// Serve serves h on ln until Close.
+func Serve(ln net.Listener, h *Handler) *Server {
+	return serve(ln, h, defaultServerConfig())
+}
+
+func serve(ln net.Listener, h *Handler, cfg serverConfig) *Server {
 	s := &Server{
-		ln: ln,
-		srv: &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: 5 * time.Second,
-			WriteTimeout:      15 * time.Second,
-			IdleTimeout:       time.Minute,
-			MaxHeaderBytes:    8 << 10,
-		},
-		err: make(chan error, 1),
+		ln:    ln,
+		h:     h,
+		cfg:   cfg,
+		slots: make(chan struct{}, cfg.maxConns),
+		done:  make(chan struct{}),
+		conns: map[*srvConn]bool{},
 	}
-	go func() { s.err <- s.srv.Serve(netutil.LimitListener(ln, maxConns)) }()
+	s.wg.Add(1)
+	go s.acceptLoop()
 	return s
 }
 
 // Addr is the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Close stops the server, waiting up to a second for scrapes in progress.
+// Close stops accepting, closes the connections that are not answering a
+// request, and waits up to a second for those that are; then it closes
+// them too. It returns once every goroutine of the server has ended (a
+// Source that never returns would hold it).
 func (s *Server) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	err := s.srv.Shutdown(ctx)
-	if serr := <-s.err; !errors.Is(serr, http.ErrServerClosed) && err == nil {
-		err = serr
+	var err error
+	s.once.Do(func() {
+		close(s.done)
+		if err = s.ln.Close(); errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
+		s.closeConns(false)
+		ended := make(chan struct{})
+		go func() {
+			s.wg.Wait()
+			close(ended)
+		}()
+		t := time.NewTimer(s.cfg.closeGrace)
+		defer t.Stop()
+		select {
+		case <-ended:
+		case <-t.C:
+			s.closeConns(true)
+			<-ended
+		}
+	})
+	return err
+}
+
+// closeConns marks the server closed and closes the idle connections, or
+// all of them.
+func (s *Server) closeConns(all bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for c, busy := range s.conns {
+		if all || !busy {
+			c.nc.Close()
+		}
+	}
+}
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	var backoff time.Duration
+	for {
+		select {
+		case s.slots <- struct{}{}:
+		case <-s.done:
+			return
+		}
+		nc, err := s.ln.Accept()
+		if err != nil {
+			<-s.slots
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of descriptors or the like: wait, then try again.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-s.done:
+				t.Stop()
+				return
+			}
+			continue
+		}
+		backoff = 0
+		c := &srvConn{nc: nc, accepted: time.Now()}
+		if !s.track(c) {
+			nc.Close()
+			<-s.slots
+			return
+		}
+		s.wg.Add(1)
+		go s.serveConn(c)
+	}
+}
+
+func (s *Server) track(c *srvConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = false
+	return true
+}
+
+// setBusy marks c as answering a request or not; false once Close began.
+func (s *Server) setBusy(c *srvConn, busy bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = busy
+	return true
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+func (s *Server) serveConn(c *srvConn) {
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.nc.Close()
+		<-s.slots
+		s.wg.Done()
+	}()
+	c.buf = make([]byte, s.cfg.maxHead)
+	idleBy := c.accepted.Add(s.cfg.readHeaderTimeout)
+	for first := true; ; first = false {
+		head, err := c.readHead(idleBy, first, s.cfg.readHeaderTimeout)
+		if err == nil {
+			var req request
+			if req, err = parseRequest(head); err == nil {
+				if !s.answer(c, &req) {
+					return
+				}
+				idleBy = time.Now().Add(s.cfg.idleTimeout)
+				continue
+			}
+		}
+		if errors.Is(err, errHeadTooLarge) || errors.Is(err, errMalformed) || errors.Is(err, errVersion) {
+			s.refuse(c, err)
+		}
+		return // a read error or timeout: nothing to answer
+	}
+}
+
+// answer serves one request; false when the connection is to close.
+func (s *Server) answer(c *srvConn, req *request) bool {
+	if !s.setBusy(c, true) {
+		return false
+	}
+	rep := s.h.serve(req)
+	rep.close = req.close || req.hasBody || s.isClosed()
+	err := c.write(rep.response, rep.body, s.cfg.writeTimeout)
+	rep.release()
+	if err != nil || !s.setBusy(c, false) {
+		return false
+	}
+	if req.hasBody {
+		c.linger(s.cfg.linger) // the body is not read
+	}
+	return !rep.close
+}
+
+// refuse answers a request that cannot be parsed, and closes.
+func (s *Server) refuse(c *srvConn, err error) {
+	body := []byte(err.Error() + "\n")
+	r := response{status: errorStatus(err), contentType: textPlain, bodyLen: len(body), close: true}
+	if c.write(r, body, s.cfg.writeTimeout) == nil {
+		c.linger(s.cfg.linger)
+	}
+}
+
+// srvConn is one connection's state, owned by its goroutine.
+type srvConn struct {
+	nc       net.Conn
+	accepted time.Time
+	buf      []byte // request heads; maxHead bytes
+	r, w     int    // the unread bytes are buf[r:w]
+	hdr      [256]byte
+}
+
+// readHead returns the next request head, which stays valid until the
+// next call. The first byte must come by idleBy; the rest of the head
+// within headFor of it, or by idleBy on the connection's first request.
+func (c *srvConn) readHead(idleBy time.Time, first bool, headFor time.Duration) ([]byte, error) {
+	c.skipEmptyLines()
+	if c.r == c.w {
+		c.nc.SetReadDeadline(idleBy)
+		if err := c.fill(); err != nil {
+			return nil, err
+		}
+	}
+	headBy := idleBy
+	if !first {
+		headBy = time.Now().Add(headFor)
+	}
+	c.nc.SetReadDeadline(headBy)
+	for {
+		c.skipEmptyLines()
+		if n := headEnd(c.buf[c.r:c.w]); n > 0 {
+			h := c.buf[c.r : c.r+n]
+			c.r += n
+			return h, nil
+		}
+		if c.w-c.r == len(c.buf) {
+			return nil, errHeadTooLarge
+		}
+		if err := c.fill(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// skipEmptyLines drops the empty lines RFC 9112 lets a client send
+// before a request line.
+func (c *srvConn) skipEmptyLines() {
+	for c.r < c.w {
+		switch {
+		case c.buf[c.r] == '\n':
+			c.r++
+		case c.buf[c.r] == '\r' && c.r+1 < c.w && c.buf[c.r+1] == '\n':
+			c.r += 2
+		default:
+			return
+		}
+	}
+}
+
+// fill reads more into buf, moving the unread bytes to its front first.
+func (c *srvConn) fill() error {
+	if c.r > 0 {
+		c.w = copy(c.buf, c.buf[c.r:c.w])
+		c.r = 0
+	}
+	n, err := c.nc.Read(c.buf[c.w:])
+	c.w += n
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = fmt.Errorf("metrics: empty read")
 	}
 	return err
+}
+
+func (c *srvConn) write(r response, body []byte, timeout time.Duration) error {
+	now := time.Now()
+	c.nc.SetWriteDeadline(now.Add(timeout))
+	bufs := net.Buffers{appendResponse(c.hdr[:0], r, now), body}
+	_, err := bufs.WriteTo(c.nc)
+	return err
+}
+
+// linger stops writing and reads what the client still sends, for a
+// moment, before the connection closes: closing with unread input resets
+// the connection, which can make the client lose the response it has not
+// read yet.
+func (c *srvConn) linger(d time.Duration) {
+	cw, ok := c.nc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	c.nc.SetReadDeadline(time.Now().Add(d))
+	for n := 0; n < 64<<10; {
+		m, err := c.nc.Read(c.buf)
+		n += m
+		if err != nil {
+			return
+		}
+	}
 }

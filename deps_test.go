@@ -1,0 +1,32 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestBinaryLeavesOutHeavyPackages keeps packages out of the fips-go binary
+// whose code every daemon would carry in its RSS whether it uses them or
+// not: net/http (with crypto/tls, x509 and the HTTP/2 tables) cost a loaded
+// tunnel daemon 3 MiB of its 18 MiB peak, and the Prometheus client
+// libraries more. The metrics endpoint and the HTTP proxy speak their small
+// part of HTTP themselves.
+func TestBinaryLeavesOutHeavyPackages(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH to list the binary's packages")
+	}
+	out, err := exec.Command(gobin, "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	banned := []string{"net/http", "crypto/tls", "github.com/prometheus/", "github.com/VictoriaMetrics/"}
+	for pkg := range strings.FieldsSeq(string(out)) {
+		for _, b := range banned {
+			if pkg == b || strings.HasPrefix(pkg, b+"/") || strings.HasSuffix(b, "/") && strings.HasPrefix(pkg, b) {
+				t.Errorf("the binary links %s", pkg)
+			}
+		}
+	}
+}

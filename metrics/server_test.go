@@ -1,0 +1,380 @@
+package metrics_test
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/metrics"
+)
+
+// rawConn is a test's TCP connection to a server, read as HTTP/1.1.
+type rawConn struct {
+	t  *testing.T
+	c  net.Conn
+	br *bufio.Reader
+}
+
+func dial(t *testing.T, s *metrics.Server) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	return &rawConn{t: t, c: c, br: bufio.NewReader(c)}
+}
+
+func (r *rawConn) send(s string) {
+	r.t.Helper()
+	if _, err := io.WriteString(r.c, s); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// response reads one response to a request of the given method.
+func (r *rawConn) response(method string) (*http.Response, string) {
+	r.t.Helper()
+	resp, err := http.ReadResponse(r.br, &http.Request{Method: method})
+	if err != nil {
+		r.t.Fatalf("reading the response: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		r.t.Fatalf("reading the body: %v", err)
+	}
+	return resp, string(body)
+}
+
+// closed fails the test unless the server closed the connection.
+func (r *rawConn) closed() {
+	r.t.Helper()
+	if n, err := r.br.Read(make([]byte, 1)); err == nil {
+		r.t.Fatalf("connection still open: read %d bytes", n)
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		r.t.Fatal("connection still open: read timed out")
+	}
+}
+
+func newServer(t *testing.T, src metrics.Source, timeout time.Duration) *metrics.Server {
+	t.Helper()
+	ln, err := metrics.ListenTCP("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c *metrics.Collector
+	if src != nil {
+		c = metrics.NewCollector(src, metrics.Options{Interface: "wg0"})
+	}
+	s := metrics.ServeForTest(ln, metrics.NewHandler(c), timeout)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// noLeak fails the test if the goroutines it started outlive it.
+func noLeak(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(2 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<16)
+			t.Errorf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
+		}
+	})
+}
+
+// TestRequestsAnswered: the status and head of each kind of request, each
+// on a connection of its own.
+func TestRequestsAnswered(t *testing.T) {
+	noLeak(t)
+	s := newServer(t, &fakeSource{peers: 1}, 5*time.Second)
+	for _, c := range []struct {
+		req, method string
+		status      int
+		close       bool
+	}{
+		{"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "GET", 200, false},
+		{"GET /metrics?name[]=go_goroutines HTTP/1.1\r\nHost: x\r\n\r\n", "GET", 200, false},
+		{"GET http://x/metrics HTTP/1.1\r\nHost: x\r\n\r\n", "GET", 200, false},
+		{"\r\nGET /metrics HTTP/1.1\nHost: x\n\n", "GET", 200, false},
+		{"GET /metrics HTTP/1.0\r\n\r\n", "GET", 200, true},
+		{"HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "HEAD", 200, false},
+		{"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "GET", 404, false},
+		{"GET /metrics/ HTTP/1.1\r\nHost: x\r\n\r\n", "GET", 404, false},
+		{"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", "POST", 405, true},
+		{"DELETE /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "DELETE", 405, false},
+		{"GET /metrics HTTP/1.1\r\n\r\n", "GET", 400, true}, // no Host
+		{"GET /metrics HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", "GET", 400, true},
+		{"GET /metrics HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n", "GET", 400, true},
+		{"GET /metrics HTTP/1.1\r\nHost : x\r\n\r\n", "GET", 400, true},
+		{"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", "GET", 400, true},
+		{"GET /metrics HTTP/2.0\r\nHost: x\r\n\r\n", "GET", 505, true},
+	} {
+		r := dial(t, s)
+		r.send(c.req)
+		resp, body := r.response(c.method)
+		if resp.StatusCode != c.status || resp.Close != c.close {
+			t.Errorf("%q: %s, close %v; want %d, close %v", c.req, resp.Status, resp.Close, c.status, c.close)
+			continue
+		}
+		switch {
+		case c.status == 200 && c.method == "HEAD":
+			if resp.ContentLength <= 0 || body != "" {
+				t.Errorf("HEAD: Content-Length %d, body %d bytes", resp.ContentLength, len(body))
+			}
+		case c.status == 200:
+			if !strings.Contains(body, "fipsgo_peers{") || resp.Header.Get("Content-Type") != "text/plain; version=0.0.4; charset=utf-8" {
+				t.Errorf("%q: %q\n%s", c.req, resp.Header.Get("Content-Type"), body)
+			}
+		case c.status == 405:
+			if resp.Header.Get("Allow") != "GET, HEAD" {
+				t.Errorf("405 without Allow: %v", resp.Header)
+			}
+		}
+		if resp.Header.Get("Date") == "" {
+			t.Errorf("%q: no Date", c.req)
+		}
+		if c.close {
+			r.closed()
+		}
+		r.c.Close() // ends the server's linger after a refusal
+	}
+}
+
+// TestMalformedRequestLine: garbage is answered 400 and the connection
+// closed.
+func TestMalformedRequestLine(t *testing.T) {
+	noLeak(t)
+	s := newServer(t, nil, 5*time.Second)
+	for _, line := range []string{
+		"GARBAGE\r\n\r\n",
+		"GET /metrics\r\nHost: x\r\n\r\n",
+		"GET  /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+		"G\x00T /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /met\rrics HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /metrics HTTP/1.1 \r\nHost: x\r\n\r\n",
+		"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03\n\n", // TLS
+	} {
+		r := dial(t, s)
+		r.send(line)
+		if resp, _ := r.response("GET"); resp.StatusCode != 400 {
+			t.Errorf("%q: %s, want 400", line, resp.Status)
+		}
+		r.closed()
+	}
+}
+
+// TestOversizedHead: a head above 8 KiB is answered 431 and closed, the
+// rest of it unread.
+func TestOversizedHead(t *testing.T) {
+	noLeak(t)
+	s := newServer(t, nil, 5*time.Second)
+	r := dial(t, s)
+	go io.WriteString(r.c, "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("a", 20<<10)+"\r\n\r\n")
+	if resp, _ := r.response("GET"); resp.StatusCode != 431 {
+		t.Fatalf("%s, want 431", resp.Status)
+	}
+	r.closed()
+	// Just under the cap is fine.
+	r = dial(t, s)
+	head := "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: \r\n\r\n"
+	r.send(strings.Replace(head, "X-Big: ", "X-Big: "+strings.Repeat("a", 8<<10-len(head)), 1))
+	if resp, _ := r.response("GET"); resp.StatusCode != 200 {
+		t.Fatalf("8 KiB head: %s, want 200", resp.Status)
+	}
+}
+
+// TestSlowHeadCut: a client that starts a head and never finishes it is
+// cut off at the read-header timeout, as is one that sends nothing, and a
+// kept-alive connection at the idle timeout.
+func TestSlowHeadCut(t *testing.T) {
+	noLeak(t)
+	const timeout = 100 * time.Millisecond
+	s := newServer(t, nil, timeout)
+	for _, c := range []struct{ name, send string }{
+		{"partial head", "GET /metrics HTTP/1.1\r\nHost: x\r\n"},
+		{"nothing", ""},
+		{"empty lines", "\r\n\r\n\r\n"},
+	} {
+		r := dial(t, s)
+		start := time.Now()
+		r.send(c.send)
+		r.closed()
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("%s: cut after %v", c.name, d)
+		}
+	}
+	r := dial(t, s)
+	r.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, _ := r.response("GET"); resp.StatusCode != 200 || resp.Close {
+		t.Fatalf("%s, close %v", resp.Status, resp.Close)
+	}
+	r.closed() // idle past the timeout
+}
+
+// TestKeepAlive: requests in turn and pipelined share a connection, which
+// closes when the client asks.
+func TestKeepAlive(t *testing.T) {
+	noLeak(t)
+	s := newServer(t, &fakeSource{}, 5*time.Second)
+	r := dial(t, s)
+	const get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+	r.send(get)
+	if resp, _ := r.response("GET"); resp.StatusCode != 200 || resp.Close {
+		t.Fatalf("first: %s, close %v", resp.Status, resp.Close)
+	}
+	r.send(get + "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n" + "HEAD /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	for _, want := range []struct {
+		method string
+		status int
+		close  bool
+	}{{"GET", 200, false}, {"GET", 404, false}, {"HEAD", 200, true}} {
+		if resp, _ := r.response(want.method); resp.StatusCode != want.status || resp.Close != want.close {
+			t.Fatalf("pipelined: %s, close %v; want %d, close %v", resp.Status, resp.Close, want.status, want.close)
+		}
+	}
+	r.closed()
+}
+
+// blockingSource holds every Stats call until released.
+type blockingSource struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newBlockingSource() *blockingSource {
+	return &blockingSource{entered: make(chan struct{}, 16), release: make(chan struct{})}
+}
+
+func (b *blockingSource) Stats(int) device.Stats {
+	b.entered <- struct{}{}
+	<-b.release
+	return device.Stats{Peers: 3}
+}
+
+// TestThirdScrapeRefused: with two scrapes in flight a third gets 503,
+// and the two complete.
+func TestThirdScrapeRefused(t *testing.T) {
+	noLeak(t)
+	src := newBlockingSource()
+	s := newServer(t, src, 5*time.Second)
+	var wg sync.WaitGroup
+	statuses := make(chan int, 2)
+	for range 2 {
+		r := dial(t, s)
+		wg.Go(func() {
+			r.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+			resp, _ := r.response("GET")
+			statuses <- resp.StatusCode
+		})
+	}
+	<-src.entered
+	<-src.entered
+	r := dial(t, s)
+	r.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, _ := r.response("GET"); resp.StatusCode != 503 {
+		t.Errorf("third scrape: %s, want 503", resp.Status)
+	}
+	close(src.release)
+	wg.Wait()
+	for range 2 {
+		if st := <-statuses; st != 200 {
+			t.Errorf("a scrape in flight got %d", st)
+		}
+	}
+	// A slot freed: the refused client scrapes on the same connection.
+	r.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, _ := r.response("GET"); resp.StatusCode != 200 {
+		t.Errorf("after the others: %s", resp.Status)
+	}
+}
+
+// TestConnectionCap: beyond eight connections the next waits in the
+// backlog, unanswered, until one closes.
+func TestConnectionCap(t *testing.T) {
+	noLeak(t)
+	s := newServer(t, &fakeSource{}, 5*time.Second)
+	const get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+	var open []*rawConn
+	for range 8 {
+		r := dial(t, s)
+		r.send(get)
+		if resp, _ := r.response("GET"); resp.StatusCode != 200 {
+			t.Fatal(resp.Status)
+		}
+		open = append(open, r)
+	}
+	ninth := dial(t, s) // the kernel completes the handshake
+	ninth.send(get)
+	ninth.c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := ninth.br.ReadByte(); err == nil {
+		t.Fatal("a ninth connection was answered")
+	}
+	open[0].c.Close()
+	ninth.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if resp, _ := ninth.response("GET"); resp.StatusCode != 200 {
+		t.Fatalf("ninth after one closed: %s", resp.Status)
+	}
+}
+
+// TestCloseWaitsForScrape: Close closes idle connections at once, lets a
+// scrape in progress finish (with Connection: close), and returns after.
+func TestCloseWaitsForScrape(t *testing.T) {
+	noLeak(t)
+	src := newBlockingSource()
+	s := newServer(t, src, 5*time.Second)
+	idle := dial(t, s)
+	busy := dial(t, s)
+	busy.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-src.entered
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	idle.closed()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned %v during a scrape", err)
+	default:
+	}
+	close(src.release)
+	resp, body := busy.response("GET")
+	if resp.StatusCode != 200 || !resp.Close || !strings.Contains(body, "fipsgo_peers{") {
+		t.Errorf("scrape across Close: %s, close %v", resp.Status, resp.Close)
+	}
+	busy.closed()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := net.Dial("tcp", s.Addr().String()); err == nil {
+		t.Error("accepting after Close")
+	}
+}
+
+// TestCloseCutsStuckScrape: a scrape still running after the grace period
+// has its connection closed; Close returns once the Source does.
+func TestCloseCutsStuckScrape(t *testing.T) {
+	noLeak(t)
+	src := newBlockingSource()
+	s := newServer(t, src, 50*time.Millisecond)
+	busy := dial(t, s)
+	busy.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-src.entered
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	busy.closed() // after the grace
+	close(src.release)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}
