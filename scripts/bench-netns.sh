@@ -36,7 +36,6 @@ trap 'cleanup; rm -f "$results"' EXIT
 clk=$(getconf CLK_TCK)
 
 cpu_ticks() { awk '{print $14+$15}' /proc/$1/stat; }
-hwm_kb() { awk '/VmHWM/{print $2}' /proc/$1/status; }
 
 setup() { # impl
   cleanup
@@ -113,7 +112,8 @@ for ((r = 0; r < runs; r++)); do
     run_iperf "4 streams"         "$impl" -P 4
     run_iperf "4 streams reverse" "$impl" -P 4 -R
     run_udp "$impl"
-    rss_a=$(( $(hwm_kb $PA) / 1024 )); rss_b=$(( $(hwm_kb $PB) / 1024 ))
+    rss_a=$(awk '/VmHWM/{printf "%.1f", $2 / 1024}' /proc/$PA/status)
+    rss_b=$(awk '/VmHWM/{printf "%.1f", $2 / 1024}' /proc/$PB/status)
     echo "|   $impl: idle RTT ${idle} ms, peak RSS $rss_a / $rss_b MiB"
     printf '%s\tidle\t%s\t%s\t%s\n' "$impl" "${idle%% *}" "$rss_a" "$rss_b" >> "$results"
   done
@@ -139,5 +139,6 @@ for impl in sys.argv[2:]:
     print("| %-14s | %-17s | %s%% delivered |" % (impl, "udp 130 Mbit/s", med(col(impl, "udp 130 Mbit/s", 2))))
     p = [r[2].split("/") for r in rows if r[0] == impl and r[1] == "idle" and "/" in r[2]]
     idle = "%s/%s" % (med([float(a) for a, b in p]), med([float(b) for a, b in p])) if p else "lost"
-    print("|   %s: idle RTT %s ms, peak RSS %s / %s MiB" % (impl, idle, med(col(impl, "idle", 3)), med(col(impl, "idle", 4))))
+    rss = lambda i: "%.1f" % st.median(col(impl, "idle", i)) if col(impl, "idle", i) else "-"
+    print("|   %s: idle RTT %s ms, peak RSS %s / %s MiB" % (impl, idle, rss(3), rss(4)))
 PY
