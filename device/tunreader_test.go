@@ -151,9 +151,15 @@ func TestTUNClosedStopsTheDevice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		checkGoroutines(t)
 		ta := &faultyTUN{Device: memtun.New("a", 1420, 64), fault: func(int) error { return os.ErrClosed }}
-		a := newNode(t, ta, membind.NewNetwork(membind.NetOptions{}).NewBind(netip.MustParseAddr("192.0.2.1")), addrA, addrA, Options{})
-		<-a.dev.Done()
-		if err := a.dev.Err(); !errors.Is(err, os.ErrClosed) {
+		// New, not newNode: the reader may stop the device before a
+		// configuration could be applied, and Apply then (rightly) fails.
+		dev, err := New(ta, membind.NewNetwork(membind.NetOptions{}).NewBind(netip.MustParseAddr("192.0.2.1")), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { dev.Close() })
+		<-dev.Done()
+		if err := dev.Err(); !errors.Is(err, os.ErrClosed) {
 			t.Fatalf("device stopped with %v, want os.ErrClosed", err)
 		}
 		if n := ta.readCalls(); n != 1 {
