@@ -77,7 +77,7 @@ func startMetrics(mc metricsConfig, iface string, src metrics.Source, logf func(
 			return nil, err
 		}
 	}
-	s := metrics.Serve(ln, h)
+	s := metrics.Serve(ln, h, logf)
 	logf("metrics on http://%s/metrics", s.Addr())
 	return func() { s.Close() }, nil
 }

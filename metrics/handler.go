@@ -62,8 +62,17 @@ func (h *Handler) serve(req *request) reply {
 			r.status, r.body = 503, bodyBusy
 			break
 		}
+		// A panic while writing (a bug) must not keep the slot: two of
+		// them would refuse every scrape after.
+		written := false
+		defer func() {
+			if !written {
+				<-h.slots
+			}
+		}()
 		var b bytes.Buffer
 		h.WritePrometheus(&b)
+		written = true
 		r.contentType, r.body = promContent, b.Bytes()
 		r.release = func() { <-h.slots }
 	}

@@ -57,7 +57,7 @@ func serveLoopback(t testing.TB, h *metrics.Handler) *metrics.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return metrics.Serve(ln, h)
+	return metrics.Serve(ln, h, t.Logf)
 }
 
 // get fetches url with a client of its own, whose connections close

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -80,6 +81,7 @@ type Server struct {
 	ln    net.Listener
 	h     *Handler
 	cfg   serverConfig
+	logf  func(format string, args ...any)
 	slots chan struct{}  // a token per open connection
 	done  chan struct{}  // closed by Close
 	wg    sync.WaitGroup // the accept loop and every connection's goroutine
@@ -90,16 +92,21 @@ type Server struct {
 	conns  map[*srvConn]bool // guarded by mu; true while answering a request
 }
 
-// Serve serves h on ln until Close.
-func Serve(ln net.Listener, h *Handler) *Server {
-	return serve(ln, h, defaultServerConfig())
+// Serve serves h on ln until Close. logf (nil discards) hears of a panic
+// while answering, which costs its connection, not the process.
+func Serve(ln net.Listener, h *Handler, logf func(format string, args ...any)) *Server {
+	return serve(ln, h, defaultServerConfig(), logf)
 }
 
-func serve(ln net.Listener, h *Handler, cfg serverConfig) *Server {
+func serve(ln net.Listener, h *Handler, cfg serverConfig, logf func(format string, args ...any)) *Server {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
 	s := &Server{
 		ln:    ln,
 		h:     h,
 		cfg:   cfg,
+		logf:  logf,
 		slots: make(chan struct{}, cfg.maxConns),
 		done:  make(chan struct{}),
 		conns: map[*srvConn]bool{},
@@ -221,6 +228,11 @@ func (s *Server) isClosed() bool {
 
 func (s *Server) serveConn(c *srvConn) {
 	defer func() {
+		// net/http recovered a handler's panic too: a bug here must not
+		// take the tunnel down with the scrape.
+		if r := recover(); r != nil {
+			s.logf("metrics: panic answering %v (a bug; its connection is closed): %v\n%s", c.nc.RemoteAddr(), r, debug.Stack())
+		}
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()

@@ -74,7 +74,7 @@ func newServer(t *testing.T, src metrics.Source, timeout time.Duration) *metrics
 	if src != nil {
 		c = metrics.NewCollector(src, metrics.Options{Interface: "wg0"})
 	}
-	s := metrics.ServeForTest(ln, metrics.NewHandler(c), timeout)
+	s := metrics.ServeForTest(ln, metrics.NewHandler(c), timeout, nil)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -376,5 +376,61 @@ func TestCloseCutsStuckScrape(t *testing.T) {
 	close(src.release)
 	if err := <-closed; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// panickingSource panics on its first n Stats calls, as a bug would.
+type panickingSource struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (p *panickingSource) Stats(int) device.Stats {
+	p.mu.Lock()
+	left := p.n
+	p.n--
+	p.mu.Unlock()
+	if left > 0 {
+		panic("a bug in a Stats")
+	}
+	return device.Stats{}
+}
+
+// TestPanicCostsItsConnectionOnly: net/http recovered a handler's panic,
+// and the daemon depends on that: a bug in a scrape must close that
+// connection, be logged, and leave the server (its scrape slots too)
+// serving the next one.
+func TestPanicCostsItsConnectionOnly(t *testing.T) {
+	noLeak(t)
+	ln, err := metrics.ListenTCP("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var logs []string
+	logf := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		logs = append(logs, format)
+	}
+	c := metrics.NewCollector(&panickingSource{n: 3}, metrics.Options{Interface: "wg0"})
+	s := metrics.ServeForTest(ln, metrics.NewHandler(c), 5*time.Second, logf)
+	t.Cleanup(func() { s.Close() })
+	// More panics than there are scrape slots: a slot kept by a panic
+	// would refuse the last scrape with 503.
+	for range 3 {
+		r := dial(t, s)
+		r.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+		r.closed()
+	}
+	r := dial(t, s)
+	r.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, _ := r.response("GET"); resp.StatusCode != 200 {
+		t.Fatalf("after the panics: %s", resp.Status)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logs) != 3 || !strings.Contains(logs[0], "panic") {
+		t.Fatalf("logged %q, want one panic line per panic", logs)
 	}
 }

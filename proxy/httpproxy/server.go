@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -135,6 +136,13 @@ func newClientConn(c net.Conn) *clientConn {
 // one needs the connection closed, or a CONNECT takes it over.
 func (s *Server) handle(ctx context.Context, c net.Conn) {
 	defer c.Close()
+	// net/http recovered a handler's panic too: a bug here costs this
+	// client its connection, not the process its tunnel.
+	defer func() {
+		if r := recover(); r != nil {
+			s.opts.Logf("http: panic serving %v (a bug; its connection is closed): %v\n%s", c.RemoteAddr(), r, debug.Stack())
+		}
+	}()
 	// Shutting down ends every wait on the client, so Serve's is short.
 	defer context.AfterFunc(ctx, func() { c.Close() })()
 	cc := newClientConn(c)

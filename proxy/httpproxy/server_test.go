@@ -14,6 +14,8 @@ import (
 	"net/url"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -613,5 +615,74 @@ func TestListenerFailureEndsConnections(t *testing.T) {
 	}
 	if _, err := br.ReadByte(); err == nil {
 		t.Error("tunnel still open")
+	}
+}
+
+// TestPanicCostsItsConnectionOnly: net/http recovered a handler's panic,
+// and the rootless modes depend on that: a bug while serving one client
+// closes that client's connection, is logged, and the proxy serves on.
+func TestPanicCostsItsConnectionOnly(t *testing.T) {
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "fine")
+	}))
+	defer web.Close()
+	var dials atomic.Int32
+	var mu sync.Mutex
+	var logs []string
+	s := New(Options{
+		Dial: func(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
+			if dials.Add(1) == 1 {
+				panic("a bug in a Dial")
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", ap.String())
+		},
+		Logf: func(format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			logs = append(logs, format)
+		},
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Serve(ctx, ln); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	get := func() (string, error) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, "GET http://%s/ HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", web.Listener.Addr(), web.Listener.Addr())
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	if body, err := get(); err == nil {
+		t.Fatalf("the request whose dial panicked was answered: %q", body)
+	}
+	if body, err := get(); err != nil || body != "fine" {
+		t.Fatalf("after the panic: %q, %v", body, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	panics := 0
+	for _, l := range logs {
+		if strings.Contains(l, "panic") {
+			panics++
+		}
+	}
+	if panics != 1 {
+		t.Fatalf("logged %q, want one panic line", logs)
 	}
 }
