@@ -1,10 +1,12 @@
 package metrics
 
 import (
-	"bytes"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/fips-go/fips-go/internal/http1"
 )
 
 // The subset of HTTP/1.1 (RFC 9112) a scrape endpoint needs: a request
@@ -56,212 +58,68 @@ func headEnd(b []byte) int {
 	return -1
 }
 
-// parseRequest parses a head as headEnd delimits it. Bad input returns
-// one of the sentinel errors, never a panic.
+// parseRequest parses a head as headEnd delimits it (with package
+// http1, as the HTTP proxy does) and keeps what the server uses. Bad
+// input returns one of the sentinel errors, never a panic.
 func parseRequest(head []byte) (request, error) {
-	line, rest, ok := cutLine(head)
+	r, err := http1.ParseRequest(head)
+	switch {
+	case errors.Is(err, http1.ErrVersion):
+		return request{}, errVersion
+	case errors.Is(err, http1.ErrTooLarge):
+		return request{}, errHeadTooLarge
+	case err != nil:
+		return request{}, errMalformed
+	}
+	path, ok := targetPath(r.Target)
 	if !ok {
 		return request{}, errMalformed
 	}
-	req, err := parseRequestLine(line)
+	length, _, err := http1.ContentLength(r.Header)
 	if err != nil {
-		return request{}, err
-	}
-	var (
-		hosts     int
-		length    = -1
-		keepAlive bool
-	)
-	for {
-		line, rest, ok = cutLine(rest)
-		if !ok {
-			return request{}, errMalformed // no empty line
-		}
-		if len(line) == 0 {
-			break
-		}
-		name, val, err := parseField(line)
-		if err != nil {
-			return request{}, err
-		}
-		switch {
-		case asciiEqualFold(name, "host"):
-			hosts++
-		case asciiEqualFold(name, "content-length"):
-			n, ok := parseLength(val)
-			if !ok || length >= 0 && n != length {
-				return request{}, errMalformed
-			}
-			length = n
-		case asciiEqualFold(name, "transfer-encoding"):
-			if req.minor == 0 {
-				return request{}, errMalformed
-			}
-			req.hasBody = true
-		case asciiEqualFold(name, "connection"):
-			for tok := range bytes.SplitSeq(val, []byte(",")) {
-				tok = bytes.Trim(tok, " \t")
-				req.close = req.close || asciiEqualFold(tok, "close")
-				keepAlive = keepAlive || asciiEqualFold(tok, "keep-alive")
-			}
-		}
-	}
-	if len(rest) != 0 || hosts > 1 || req.minor == 1 && hosts == 0 {
 		return request{}, errMalformed
+	}
+	req := request{method: r.Method, path: path, minor: r.Minor}
+	if r.Header.Has("Transfer-Encoding") {
+		if r.Minor == 0 {
+			return request{}, errMalformed // RFC 9112 section 6.1
+		}
+		req.hasBody = true
 	}
 	req.hasBody = req.hasBody || length > 0
-	req.close = req.close || req.minor == 0
-	return req, nil
-}
-
-// cutLine cuts the line ending in LF or CRLF off the front of b; a CR
-// anywhere else makes it malformed (ok false).
-func cutLine(b []byte) (line, rest []byte, ok bool) {
-	i := bytes.IndexByte(b, '\n')
-	if i < 0 {
-		return nil, nil, false
-	}
-	line, rest = b[:i], b[i+1:]
-	line = bytes.TrimSuffix(line, []byte("\r"))
-	if bytes.IndexByte(line, '\r') >= 0 {
-		return nil, nil, false
-	}
-	return line, rest, true
-}
-
-func parseRequestLine(line []byte) (request, error) {
-	method, rest, ok1 := bytes.Cut(line, []byte(" "))
-	target, version, ok2 := bytes.Cut(rest, []byte(" "))
-	if !ok1 || !ok2 || !isToken(method) || len(target) == 0 {
-		return request{}, errMalformed
-	}
-	for _, c := range target {
-		if c <= ' ' || c >= 0x7f {
-			return request{}, errMalformed
-		}
-	}
-	var req request
-	switch string(version) {
-	case "HTTP/1.1":
-		req.minor = 1
-	case "HTTP/1.0":
-	default:
-		if len(version) == 8 && string(version[:5]) == "HTTP/" && isDigit(version[5]) && version[6] == '.' && isDigit(version[7]) {
-			return request{}, errVersion
-		}
-		return request{}, errMalformed
-	}
-	path, ok := targetPath(target)
-	if !ok {
-		return request{}, errMalformed
-	}
-	req.method, req.path = internMethod(method), string(path)
+	req.close = r.Minor == 0 || r.Header.HasToken("Connection", "close")
 	return req, nil
 }
 
 // targetPath is the path of an origin-form (/metrics?x), absolute-form
-// (http://host/metrics) or asterisk-form (*) target.
-func targetPath(t []byte) ([]byte, bool) {
-	if string(t) == "*" {
+// (http://host/metrics) or asterisk-form (*) target; only ASCII.
+func targetPath(t string) (string, bool) {
+	for i := 0; i < len(t); i++ {
+		if t[i] >= 0x7f {
+			return "", false
+		}
+	}
+	if t == "*" {
 		return t, true
 	}
 	for _, scheme := range []string{"http://", "https://"} {
-		if len(t) >= len(scheme) && asciiEqualFold(t[:len(scheme)], scheme) {
+		if len(t) >= len(scheme) && http1.EqualFold(t[:len(scheme)], scheme) {
 			t = t[len(scheme):]
-			i := bytes.IndexByte(t, '/')
+			i := strings.IndexByte(t, '/')
 			if i < 0 {
-				return []byte("/"), true
+				return "/", true
 			}
 			t = t[i:]
 			break
 		}
 	}
-	if t[0] != '/' {
-		return nil, false
+	if t == "" || t[0] != '/' {
+		return "", false
 	}
-	if i := bytes.IndexByte(t, '?'); i >= 0 {
+	if i := strings.IndexByte(t, '?'); i >= 0 {
 		t = t[:i]
 	}
 	return t, true
-}
-
-// parseField splits a header line into name and value, without the
-// optional whitespace around the value.
-func parseField(line []byte) (name, val []byte, err error) {
-	name, val, ok := bytes.Cut(line, []byte(":"))
-	if !ok || !isToken(name) { // also a folded line, which starts with SP or HT
-		return nil, nil, errMalformed
-	}
-	val = bytes.Trim(val, " \t")
-	for _, c := range val {
-		if c < ' ' && c != '\t' || c == 0x7f {
-			return nil, nil, errMalformed
-		}
-	}
-	return name, val, nil
-}
-
-// parseLength parses a Content-Length: decimal digits, no sign, at most
-// 18 of them so it fits an int.
-func parseLength(v []byte) (int, bool) {
-	if len(v) == 0 || len(v) > 18 {
-		return 0, false
-	}
-	n := 0
-	for _, c := range v {
-		if !isDigit(c) {
-			return 0, false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n, true
-}
-
-// internMethod spares the usual methods an allocation.
-func internMethod(m []byte) string {
-	for _, s := range []string{"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"} {
-		if string(m) == s {
-			return s
-		}
-	}
-	return string(m)
-}
-
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
-
-// isToken: a non-empty RFC 9110 token (method, field name).
-func isToken(b []byte) bool {
-	if len(b) == 0 {
-		return false
-	}
-	for _, c := range b {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', isDigit(c):
-		case bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-func asciiEqualFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range len(b) {
-		x, y := b[i], s[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 // response is the head of a reply; the body follows it as is.

@@ -7,6 +7,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/fips-go/fips-go/internal/http1"
 )
 
 func TestParseRequest(t *testing.T) {
@@ -90,7 +92,7 @@ func FuzzParseRequest(f *testing.F) {
 			}
 			return
 		}
-		if !isToken([]byte(req.method)) || req.path != "*" && (req.path == "" || req.path[0] != '/') || req.minor > 1 {
+		if !http1.IsToken(req.method) || req.path != "*" && (req.path == "" || req.path[0] != '/') || req.minor > 1 {
 			t.Fatalf("parsed %q to %+v", b, req)
 		}
 		conn := ""

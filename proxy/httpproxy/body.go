@@ -6,6 +6,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/fips-go/fips-go/internal/http1"
 )
 
 // Body framing (RFC 9112 section 6): how long a message body is.
@@ -34,18 +36,18 @@ const (
 // Transfer-Encoding is an error, not the precedence of section 6.3: the
 // combination is how requests are smuggled past proxies.
 func requestFraming(r *request) (framing, error) {
-	n, hasLen, err := contentLength(r.Header)
+	n, hasLen, err := http1.ContentLength(r.Header)
 	if err != nil {
 		return framing{}, err
 	}
 	if r.Header.Has("Transfer-Encoding") {
 		switch {
 		case hasLen:
-			return framing{}, fmt.Errorf("%w: both Content-Length and Transfer-Encoding", errMalformed)
+			return framing{}, fmt.Errorf("%w: both Content-Length and Transfer-Encoding", http1.ErrMalformed)
 		case r.Minor == 0:
-			return framing{}, fmt.Errorf("%w: Transfer-Encoding in an HTTP/1.0 request", errMalformed)
+			return framing{}, fmt.Errorf("%w: Transfer-Encoding in an HTTP/1.0 request", http1.ErrMalformed)
 		case !onlyChunked(r.Header):
-			return framing{}, fmt.Errorf("%w: %.64q", errUnsupported, r.Header.Values("Transfer-Encoding"))
+			return framing{}, fmt.Errorf("%w: %.64q", http1.ErrUnsupported, r.Header.Values("Transfer-Encoding"))
 		}
 		return framing{kind: bodyChunked}, nil
 	}
@@ -66,11 +68,11 @@ func responseFraming(method string, status int, h Header) (framing, error) {
 		// close, and its decoding would be lost with the hop-by-hop
 		// field: refuse it.
 		if !onlyChunked(h) {
-			return framing{}, fmt.Errorf("%w: %.64q", errUnsupported, h.Values("Transfer-Encoding"))
+			return framing{}, fmt.Errorf("%w: %.64q", http1.ErrUnsupported, h.Values("Transfer-Encoding"))
 		}
 		return framing{kind: bodyChunked}, nil
 	}
-	n, hasLen, err := contentLength(h)
+	n, hasLen, err := http1.ContentLength(h)
 	switch {
 	case err != nil:
 		return framing{}, err
@@ -85,32 +87,11 @@ func responseFraming(method string, status int, h Header) (framing, error) {
 // onlyChunked reports whether Transfer-Encoding is exactly "chunked".
 func onlyChunked(h Header) bool {
 	n, chunked := 0, false
-	h.eachToken("Transfer-Encoding", func(t string) {
+	h.EachToken("Transfer-Encoding", func(t string) {
 		n++
-		chunked = equalFold(t, "chunked")
+		chunked = http1.EqualFold(t, "chunked")
 	})
 	return n == 1 && chunked
-}
-
-// contentLength parses the Content-Length fields: repeats must agree
-// (section 6.3, item 5), each a decimal of at most 18 digits.
-func contentLength(h Header) (n int64, ok bool, err error) {
-	n = -1
-	bad := false
-	h.eachToken("Content-Length", func(t string) {
-		v, perr := strconv.ParseInt(t, 10, 64)
-		if perr != nil || len(t) > 18 || !isDigits(t) || (n >= 0 && v != n) {
-			bad = true
-		}
-		n = v
-	})
-	if bad || (n < 0 && h.Has("Content-Length")) {
-		return 0, false, fmt.Errorf("%w: bad Content-Length %.64q", errMalformed, h.Values("Content-Length"))
-	}
-	if n < 0 {
-		return 0, false, nil
-	}
-	return n, true, nil
 }
 
 // lengthReader reads exactly n bytes of r; ending early is
@@ -171,13 +152,13 @@ func (cr *chunkedReader) Read(p []byte) (int, error) {
 			return n, err
 		case cr.crlf:
 			cr.crlf = false
-			if line, err := readLine(cr.br, maxChunkLine); err != nil {
+			if line, err := http1.ReadLine(cr.br, maxChunkLine); err != nil {
 				cr.err = err
 			} else if len(line) != 0 {
-				cr.err = fmt.Errorf("%w: chunk data longer than its size", errMalformed)
+				cr.err = fmt.Errorf("%w: chunk data longer than its size", http1.ErrMalformed)
 			}
 		default:
-			line, err := readLine(cr.br, maxChunkLine)
+			line, err := http1.ReadLine(cr.br, maxChunkLine)
 			if err == nil {
 				cr.left, err = parseChunkSize(string(line))
 			}
@@ -206,18 +187,18 @@ func parseChunkSize(line string) (int64, error) {
 		switch {
 		case '0' <= c && c <= '9':
 			d = c - '0'
-		case 'a' <= lower(c) && lower(c) <= 'f':
-			d = lower(c) - 'a' + 10
+		case 'a' <= c|0x20 && c|0x20 <= 'f': // c|0x20 lowers a letter
+			d = c | 0x20 - 'a' + 10
 		default:
-			return 0, fmt.Errorf("%w: bad chunk size %.32q", errMalformed, line)
+			return 0, fmt.Errorf("%w: bad chunk size %.32q", http1.ErrMalformed, line)
 		}
 		if n > 1<<58 {
-			return 0, fmt.Errorf("%w: chunk size %.32q too large", errMalformed, line)
+			return 0, fmt.Errorf("%w: chunk size %.32q too large", http1.ErrMalformed, line)
 		}
 		n = n<<4 | int64(d)
 	}
 	if size == "" {
-		return 0, fmt.Errorf("%w: empty chunk size", errMalformed)
+		return 0, fmt.Errorf("%w: empty chunk size", http1.ErrMalformed)
 	}
 	return n, nil
 }
@@ -227,7 +208,7 @@ func parseChunkSize(line string) (int64, error) {
 func skipTrailer(br *bufio.Reader) error {
 	total := 0
 	for {
-		line, err := readLine(br, maxTrailer)
+		line, err := http1.ReadLine(br, maxTrailer)
 		if err != nil {
 			return err
 		}
@@ -235,9 +216,9 @@ func skipTrailer(br *bufio.Reader) error {
 			return nil
 		}
 		if total += len(line) + 2; total > maxTrailer {
-			return fmt.Errorf("%w: trailer over %d bytes", errTooLarge, maxTrailer)
+			return fmt.Errorf("%w: trailer over %d bytes", http1.ErrTooLarge, maxTrailer)
 		}
-		if _, err := parseField(string(line)); err != nil {
+		if _, err := http1.ParseField(string(line)); err != nil {
 			return err
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/fips-go/fips-go/internal/http1"
 )
 
 func TestChunkedReader(t *testing.T) {
@@ -20,13 +22,13 @@ func TestChunkedReader(t *testing.T) {
 		{"00003\r\nabc\r\n000\r\n\r\n", "abc", nil},
 		{"3\r\nabc\r\n", "abc", io.ErrUnexpectedEOF},
 		{"3\r\nab", "ab", io.ErrUnexpectedEOF},
-		{"3\r\nabcd\r\n0\r\n\r\n", "abc", errMalformed},
-		{"\r\n", "", errMalformed},
-		{"-3\r\nabc\r\n", "", errMalformed},
-		{"0x3\r\nabc\r\n", "", errMalformed},
-		{"fffffffffffffffff\r\n", "", errMalformed},
-		{"0\r\nbad trailer\r\n\r\n", "", errMalformed},
-		{strings.Repeat("0", 5000) + "\r\n", "", errTooLarge},
+		{"3\r\nabcd\r\n0\r\n\r\n", "abc", http1.ErrMalformed},
+		{"\r\n", "", http1.ErrMalformed},
+		{"-3\r\nabc\r\n", "", http1.ErrMalformed},
+		{"0x3\r\nabc\r\n", "", http1.ErrMalformed},
+		{"fffffffffffffffff\r\n", "", http1.ErrMalformed},
+		{"0\r\nbad trailer\r\n\r\n", "", http1.ErrMalformed},
+		{strings.Repeat("0", 5000) + "\r\n", "", http1.ErrTooLarge},
 	} {
 		br := bufio.NewReaderSize(strings.NewReader(tc.in), 16)
 		got, err := io.ReadAll(&chunkedReader{br: br})
@@ -57,16 +59,16 @@ func TestFraming(t *testing.T) {
 		{req(1, "Content-Length", "0"), framing{}, nil},
 		{req(1, "Content-Length", "12"), framing{bodyLength, 12}, nil},
 		{req(1, "Content-Length", "12, 12", "content-length", "12"), framing{bodyLength, 12}, nil},
-		{req(1, "Content-Length", "12", "Content-Length", "13"), framing{}, errMalformed},
-		{req(1, "Content-Length", ""), framing{}, errMalformed},
-		{req(1, "Content-Length", "+1"), framing{}, errMalformed},
-		{req(1, "Content-Length", "1e3"), framing{}, errMalformed},
-		{req(1, "Content-Length", "9999999999999999999"), framing{}, errMalformed},
+		{req(1, "Content-Length", "12", "Content-Length", "13"), framing{}, http1.ErrMalformed},
+		{req(1, "Content-Length", ""), framing{}, http1.ErrMalformed},
+		{req(1, "Content-Length", "+1"), framing{}, http1.ErrMalformed},
+		{req(1, "Content-Length", "1e3"), framing{}, http1.ErrMalformed},
+		{req(1, "Content-Length", "9999999999999999999"), framing{}, http1.ErrMalformed},
 		{req(1, "Transfer-Encoding", "Chunked"), framing{kind: bodyChunked}, nil},
-		{req(1, "Transfer-Encoding", "gzip, chunked"), framing{}, errUnsupported},
-		{req(1, "Transfer-Encoding", "chunked", "Transfer-Encoding", "chunked"), framing{}, errUnsupported},
-		{req(1, "Transfer-Encoding", "chunked", "Content-Length", "1"), framing{}, errMalformed},
-		{req(0, "Transfer-Encoding", "chunked"), framing{}, errMalformed},
+		{req(1, "Transfer-Encoding", "gzip, chunked"), framing{}, http1.ErrUnsupported},
+		{req(1, "Transfer-Encoding", "chunked", "Transfer-Encoding", "chunked"), framing{}, http1.ErrUnsupported},
+		{req(1, "Transfer-Encoding", "chunked", "Content-Length", "1"), framing{}, http1.ErrMalformed},
+		{req(0, "Transfer-Encoding", "chunked"), framing{}, http1.ErrMalformed},
 	} {
 		got, err := requestFraming(tc.r)
 		if got != tc.want || !errors.Is(err, tc.err) {
@@ -81,13 +83,13 @@ func TestFraming(t *testing.T) {
 		err    error
 	}{
 		{"GET", 200, nil, framing{kind: bodyUntilClose}, nil},
-		{"HEAD", 200, Header{{"Content-Length", "5"}}, framing{}, nil},
+		{"HEAD", 200, hdr("Content-Length", "5"), framing{}, nil},
 		{"GET", 204, nil, framing{}, nil},
-		{"GET", 304, Header{{"Content-Length", "5"}}, framing{}, nil},
-		{"GET", 200, Header{{"Content-Length", "5"}}, framing{bodyLength, 5}, nil},
-		{"GET", 200, Header{{"Content-Length", "5"}, {"Transfer-Encoding", "chunked"}}, framing{kind: bodyChunked}, nil},
-		{"GET", 200, Header{{"Transfer-Encoding", "gzip"}}, framing{}, errUnsupported},
-		{"GET", 200, Header{{"Content-Length", "x"}}, framing{}, errMalformed},
+		{"GET", 304, hdr("Content-Length", "5"), framing{}, nil},
+		{"GET", 200, hdr("Content-Length", "5"), framing{bodyLength, 5}, nil},
+		{"GET", 200, hdr("Content-Length", "5", "Transfer-Encoding", "chunked"), framing{kind: bodyChunked}, nil},
+		{"GET", 200, hdr("Transfer-Encoding", "gzip"), framing{}, http1.ErrUnsupported},
+		{"GET", 200, hdr("Content-Length", "x"), framing{}, http1.ErrMalformed},
 	} {
 		got, err := responseFraming(tc.method, tc.status, tc.h)
 		if got != tc.want || !errors.Is(err, tc.err) {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/fips-go/fips-go/internal/http1"
 	"github.com/fips-go/fips-go/proxy"
 )
 
@@ -27,7 +28,7 @@ const (
 // the client connection can carry another request.
 func (s *Server) forward(ctx context.Context, cc *clientConn, req *request) bool {
 	t, host, err := parseAbsolute(req.Target)
-	if err == nil && !isFieldText(host) {
+	if err == nil && !http1.IsFieldText(host) {
 		err = fmt.Errorf("%w: bad host %q", ErrBadTarget, host)
 	}
 	if err != nil {
@@ -36,7 +37,7 @@ func (s *Server) forward(ctx context.Context, cc *clientConn, req *request) bool
 	}
 	in, err := requestFraming(req)
 	if err != nil {
-		if errors.Is(err, errUnsupported) {
+		if errors.Is(err, http1.ErrUnsupported) {
 			cc.fail(501, err.Error())
 		} else {
 			cc.fail(400, err.Error())
@@ -56,7 +57,7 @@ func (s *Server) forward(ctx context.Context, cc *clientConn, req *request) bool
 
 	// We answer "Expect: 100-continue" ourselves: the client waits for
 	// it before sending the body, which we read before the response.
-	if in.kind != bodyNone && req.Minor == 1 && req.Header.hasToken("Expect", "100-continue") {
+	if in.kind != bodyNone && req.Minor == 1 && req.Header.HasToken("Expect", "100-continue") {
 		req.Header.Del("Expect")
 		cc.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
 		if cc.bw.Flush() != nil {
@@ -66,7 +67,7 @@ func (s *Server) forward(ctx context.Context, cc *clientConn, req *request) bool
 	sent, err := sendRequest(ut, req, host, in, cc.br, buf)
 	if err != nil {
 		s.opts.Logf("http: %s %v: reading the request body: %v", req.Method, t, err)
-		if errors.Is(err, errMalformed) || errors.Is(err, errTooLarge) {
+		if errors.Is(err, http1.ErrMalformed) || errors.Is(err, http1.ErrTooLarge) {
 			cc.fail(400, "request body: "+err.Error())
 		} else {
 			cc.abort()
@@ -82,8 +83,8 @@ func (s *Server) forward(ctx context.Context, cc *clientConn, req *request) bool
 		cc.fail(502, err.Error())
 		return false
 	}
-	keep := sent == nil && req.Minor == 1 && !req.Header.hasToken("Connection", "close") &&
-		!req.Header.hasToken("Proxy-Connection", "close")
+	keep := sent == nil && req.Minor == 1 && !req.Header.HasToken("Connection", "close") &&
+		!req.Header.HasToken("Proxy-Connection", "close")
 	keep = s.sendResponse(cc, req, resp, keep, buf)
 	if sent != nil {
 		// The client's body may be partly unread: closing now would
@@ -98,7 +99,7 @@ func (s *Server) forward(ctx context.Context, cc *clientConn, req *request) bool
 // err; one writing upstream as sent, for the response may be there
 // anyway (a server can answer before reading the whole body).
 func sendRequest(up net.Conn, req *request, host string, in framing, br *bufio.Reader, buf []byte) (sent, err error) {
-	h := Header{{"Host", host}}
+	h := Header{{Name: "Host", Value: host}}
 	fields := req.Header.Clone()
 	RemoveHopByHop(&fields)
 	fields.Del("Host")
@@ -115,7 +116,7 @@ func sendRequest(up net.Conn, req *request, host string, in framing, br *bufio.R
 	}
 	h.Add("Connection", "close")
 	bw := bufio.NewWriterSize(up, 4<<10)
-	bw.Write(appendRequestHead(nil, req.Method, originForm(req.Target), h))
+	bw.Write(http1.AppendRequestHead(nil, req.Method, originForm(req.Target), h))
 	if src == nil {
 		return bw.Flush(), nil
 	}
@@ -135,16 +136,16 @@ func sendRequest(up net.Conn, req *request, host string, in framing, br *bufio.R
 // client asked for.
 func readResponse(br *bufio.Reader, method string) (*upstreamResponse, error) {
 	for range maxInterim {
-		head, err := readHead(br, maxHeaderBytes)
+		head, err := http1.ReadHead(br, maxHeaderBytes)
 		if err != nil {
 			return nil, fmt.Errorf("reading the response: %w", err)
 		}
-		resp, err := parseResponse(head)
+		resp, err := http1.ParseResponse(head)
 		if err != nil {
 			return nil, err
 		}
 		if resp.Status == 101 {
-			return nil, fmt.Errorf("%w: 101 Switching Protocols unasked", errMalformed)
+			return nil, fmt.Errorf("%w: 101 Switching Protocols unasked", http1.ErrMalformed)
 		}
 		if resp.Status < 200 {
 			continue
@@ -155,7 +156,7 @@ func readResponse(br *bufio.Reader, method string) (*upstreamResponse, error) {
 		}
 		return &upstreamResponse{response: resp, body: fr, br: br}, nil
 	}
-	return nil, fmt.Errorf("%w: over %d interim responses", errMalformed, maxInterim)
+	return nil, fmt.Errorf("%w: over %d interim responses", http1.ErrMalformed, maxInterim)
 }
 
 // upstreamResponse is a final response with its body still to read.
@@ -176,7 +177,7 @@ func (s *Server) sendResponse(cc *clientConn, req *request, resp *upstreamRespon
 	chunk := false
 	switch resp.body.kind {
 	case bodyNone:
-		if _, _, err := contentLength(h); err != nil {
+		if _, _, err := http1.ContentLength(h); err != nil {
 			h.Del("Content-Length")
 		}
 	case bodyLength:
@@ -199,7 +200,7 @@ func (s *Server) sendResponse(cc *clientConn, req *request, resp *upstreamRespon
 	if !keep {
 		h.Add("Connection", "close")
 	}
-	cc.bw.Write(appendResponseHead(nil, resp.Status, resp.Reason, h))
+	cc.bw.Write(http1.AppendResponseHead(nil, resp.Status, resp.Reason, h))
 	if src == nil {
 		return cc.bw.Flush() == nil && keep
 	}

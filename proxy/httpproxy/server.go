@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fips-go/fips-go/internal/http1"
 	"github.com/fips-go/fips-go/proxy"
 )
 
@@ -179,19 +180,21 @@ func (s *Server) readRequest(cc *clientConn, first bool) (*request, error) {
 		}
 	}
 	cc.raw.SetReadDeadline(time.Now().Add(DefaultHeaderTimeout))
-	head, err := readHead(cc.br, maxHeaderBytes)
+	head, err := http1.ReadHead(cc.br, maxHeaderBytes)
 	if err == nil {
 		var req *request
-		if req, err = parseRequest(head); err == nil {
+		if req, err = http1.ParseRequest(head); err == nil {
 			cc.raw.SetReadDeadline(time.Time{})
 			cc.tc.idle = s.opts.IdleTimeout
 			return req, nil
 		}
 	}
 	switch {
-	case errors.Is(err, errTooLarge):
+	case errors.Is(err, http1.ErrTooLarge):
 		cc.fail(431, err.Error())
-	case errors.Is(err, errMalformed):
+	case errors.Is(err, http1.ErrVersion):
+		cc.fail(505, err.Error())
+	case errors.Is(err, http1.ErrMalformed):
 		cc.fail(400, err.Error())
 	}
 	return nil, err
@@ -247,13 +250,13 @@ func (s *Server) dial(ctx context.Context, t Target) (net.Conn, error) {
 func (cc *clientConn) fail(status int, msg string) {
 	body := "fips-go: " + msg + "\n"
 	h := Header{
-		{"Content-Type", "text/plain; charset=utf-8"},
-		{"Content-Length", strconv.Itoa(len(body))},
-		{"Connection", "close"},
+		{Name: "Content-Type", Value: "text/plain; charset=utf-8"},
+		{Name: "Content-Length", Value: strconv.Itoa(len(body))},
+		{Name: "Connection", Value: "close"},
 	}
 	cc.tc.idle = 0
 	cc.raw.SetWriteDeadline(time.Now().Add(replyTimeout))
-	cc.bw.Write(append(appendResponseHead(nil, status, statusText(status), h), body...))
+	cc.bw.Write(append(http1.AppendResponseHead(nil, status, statusText(status), h), body...))
 	if cc.bw.Flush() == nil {
 		proxy.CloseGently(cc.raw)
 	}
@@ -282,6 +285,8 @@ func statusText(status int) string {
 		return "Bad Gateway"
 	case 503:
 		return "Service Unavailable"
+	case 505:
+		return "HTTP Version Not Supported"
 	}
 	return "Error"
 }

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fips-go/fips-go/internal/http1"
 )
 
 func startProxy(t *testing.T, o Options) string {
@@ -463,7 +465,7 @@ func TestMalformedRequests(t *testing.T) {
 		"GET http://x/ HTTP/1.1 x\r\nHost: x\r\n\r\n": 400,
 		"GET\r\n\r\n":                                                                                   400,
 		"GET  http://x/ HTTP/1.1\r\n\r\n":                                                               400,
-		"GET http://x/ HTTP/2.0\r\nHost: x\r\n\r\n":                                                     400,
+		"GET http://x/ HTTP/2.0\r\nHost: x\r\n\r\n":                                                     505,
 		"GET http://x/ HTTP/1.1\r\n\r\n":                                                                400, // no Host
 		"GET http:///x HTTP/1.1\r\nHost: x\r\n\r\n":                                                     400,
 		"GET http://x/ HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n":                                          400,
@@ -475,7 +477,7 @@ func TestMalformedRequests(t *testing.T) {
 		"POST http://x/ HTTP/1.1\r\nHost: x\r\nContent-Length: 0x10\r\n\r\n":                            400,
 		"POST http://x/ HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n": 400,
 		"POST http://" + up + "/ HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n":       400,
-		"GET http://x/ HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("A: b\r\n", maxFields) + "\r\n":        431,
+		"GET http://x/ HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("A: b\r\n", http1.MaxFields) + "\r\n":  431,
 		"POST http://x/ HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n":                                 400,
 		"POST http://x/ HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n":                         501,
 	} {

@@ -102,7 +102,7 @@ var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-A
 // the Connection field names.
 func RemoveHopByHop(h *Header) {
 	var named []string
-	h.eachToken("Connection", func(t string) { named = append(named, t) })
+	h.EachToken("Connection", func(t string) { named = append(named, t) })
 	for _, f := range named {
 		h.Del(f)
 	}

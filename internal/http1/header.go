@@ -1,6 +1,15 @@
-package httpproxy
+// Package http1 parses and writes HTTP/1.x message heads (RFC 9112) for
+// the two parts of fips-go that speak HTTP, the metrics endpoint and the
+// HTTP proxy of the rootless modes. They do not use net/http: linking it
+// (with crypto/tls, x509 and the HTTP/2 tables it brings) cost every
+// daemon 2.8 MiB of resident memory, used or not.
+package http1
 
-import "strings"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // Field is one field line of a message head.
 type Field struct {
@@ -15,7 +24,7 @@ type Header []Field
 // Get returns the first value of the field name (any case), or "".
 func (h Header) Get(name string) string {
 	for _, f := range h {
-		if equalFold(f.Name, name) {
+		if EqualFold(f.Name, name) {
 			return f.Value
 		}
 	}
@@ -26,7 +35,7 @@ func (h Header) Get(name string) string {
 func (h Header) Values(name string) []string {
 	var vs []string
 	for _, f := range h {
-		if equalFold(f.Name, name) {
+		if EqualFold(f.Name, name) {
 			vs = append(vs, f.Value)
 		}
 	}
@@ -36,7 +45,7 @@ func (h Header) Values(name string) []string {
 // Has reports whether the field name (any case) is present.
 func (h Header) Has(name string) bool {
 	for _, f := range h {
-		if equalFold(f.Name, name) {
+		if EqualFold(f.Name, name) {
 			return true
 		}
 	}
@@ -47,7 +56,7 @@ func (h Header) Has(name string) bool {
 func (h *Header) Del(name string) {
 	out := (*h)[:0]
 	for _, f := range *h {
-		if !equalFold(f.Name, name) {
+		if !EqualFold(f.Name, name) {
 			out = append(out, f)
 		}
 	}
@@ -71,21 +80,21 @@ func (h Header) Clone() Header {
 	return append(Header(nil), h...)
 }
 
-// hasToken reports whether a comma-separated list in the field name
+// HasToken reports whether a comma-separated list in the field name
 // (RFC 9110 section 5.6.1) holds token, in any case.
-func (h Header) hasToken(name, token string) bool {
+func (h Header) HasToken(name, token string) bool {
 	found := false
-	h.eachToken(name, func(t string) {
-		found = found || equalFold(t, token)
+	h.EachToken(name, func(t string) {
+		found = found || EqualFold(t, token)
 	})
 	return found
 }
 
-// eachToken calls fn with each non-empty element of the comma-separated
+// EachToken calls fn with each non-empty element of the comma-separated
 // lists in the field name.
-func (h Header) eachToken(name string, fn func(string)) {
+func (h Header) EachToken(name string, fn func(string)) {
 	for _, f := range h {
-		if !equalFold(f.Name, name) {
+		if !EqualFold(f.Name, name) {
 			continue
 		}
 		for t := range strings.SplitSeq(f.Value, ",") {
@@ -96,8 +105,8 @@ func (h Header) eachToken(name string, fn func(string)) {
 	}
 }
 
-// appendTo appends the field lines, each ending in CRLF.
-func (h Header) appendTo(b []byte) []byte {
+// AppendTo appends the field lines, each ending in CRLF.
+func (h Header) AppendTo(b []byte) []byte {
 	for _, f := range h {
 		b = append(b, f.Name...)
 		b = append(b, ": "...)
@@ -107,10 +116,10 @@ func (h Header) appendTo(b []byte) []byte {
 	return b
 }
 
-// equalFold compares ASCII case-insensitively. Field names are tokens,
+// EqualFold compares ASCII case-insensitively. Field names are tokens,
 // hence ASCII; strings.EqualFold would also fold Unicode ("\u212a" is
 // "k"), which could make a crafted Connection value match a real field.
-func equalFold(a, b string) bool {
+func EqualFold(a, b string) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -129,9 +138,9 @@ func lower(c byte) byte {
 	return c
 }
 
-// isToken reports whether s is a token (RFC 9110 section 5.6.2): a
+// IsToken reports whether s is a token (RFC 9110 section 5.6.2): a
 // method or field name.
-func isToken(s string) bool {
+func IsToken(s string) bool {
 	if s == "" {
 		return false
 	}
@@ -151,14 +160,36 @@ func isTchar(c byte) bool {
 	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
-// isFieldText reports whether s may be a field value or reason phrase:
+// IsFieldText reports whether s may be a field value or reason phrase:
 // no control characters but HTAB (so no CR, LF or NUL); obs-text is
 // allowed.
-func isFieldText(s string) bool {
+func IsFieldText(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
 			return false
 		}
 	}
 	return true
+}
+
+// ContentLength parses the Content-Length fields of h: repeats must agree
+// (RFC 9112 section 6.3, item 5), each a decimal of at most 18 digits. ok
+// is false when there is none.
+func ContentLength(h Header) (n int64, ok bool, err error) {
+	n = -1
+	bad := false
+	h.EachToken("Content-Length", func(t string) {
+		v, perr := strconv.ParseInt(t, 10, 64)
+		if perr != nil || len(t) > 18 || !IsDigits(t) || (n >= 0 && v != n) {
+			bad = true
+		}
+		n = v
+	})
+	if bad || (n < 0 && h.Has("Content-Length")) {
+		return 0, false, fmt.Errorf("%w: bad Content-Length %.64q", ErrMalformed, h.Values("Content-Length"))
+	}
+	if n < 0 {
+		return 0, false, nil
+	}
+	return n, true, nil
 }

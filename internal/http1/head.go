@@ -1,4 +1,4 @@
-package httpproxy
+package http1
 
 import (
 	"bufio"
@@ -21,58 +21,62 @@ import (
 // 5.1), as are versions other than HTTP/1.0 and HTTP/1.1.
 
 var (
-	// errMalformed is wrapped by the errors of heads and bodies that
+	// ErrMalformed is wrapped by the errors of heads and bodies that
 	// break the syntax; the peer gets a 400 (or the client a 502).
-	errMalformed = errors.New("malformed message")
-	// errTooLarge: a head over maxHeaderBytes or a line over its limit.
-	errTooLarge = errors.New("message head too large")
-	// errUnsupported: a transfer coding other than chunked.
-	errUnsupported = errors.New("unsupported transfer coding")
+	ErrMalformed = errors.New("malformed message")
+	// ErrTooLarge: a head or a line over the limit its reader was given,
+	// or more than MaxFields field lines.
+	ErrTooLarge = errors.New("message head too large")
+	// ErrVersion: a well-formed HTTP version other than 1.0 and 1.1
+	// (answered 505 where a server can).
+	ErrVersion = errors.New("HTTP version not supported")
+	// ErrUnsupported: a transfer coding other than chunked.
+	ErrUnsupported = errors.New("unsupported transfer coding")
 )
 
-// request is the head of a client's request.
-type request struct {
+// Request is the head of a client's request.
+type Request struct {
 	Method string
 	Target string // the request-target as sent
 	Minor  int    // HTTP/1.Minor: 0 or 1
 	Header Header
 }
 
-// response is the head of an upstream's response.
-type response struct {
+// Response is the head of an upstream's response.
+type Response struct {
 	Minor  int
 	Status int
 	Reason string
 	Header Header
 }
 
-// parseRequest parses a request head: the bytes up to and including the
-// empty line that ends it, as readHead returns them.
-func parseRequest(head []byte) (*request, error) {
+// ParseRequest parses a request head: the bytes up to and including the
+// empty line that ends it, as ReadHead returns them.
+func ParseRequest(head []byte) (*Request, error) {
 	first, h, err := splitHead(head)
 	if err != nil {
 		return nil, err
 	}
 	method, rest, ok1 := strings.Cut(first, " ")
 	target, version, ok2 := strings.Cut(rest, " ")
-	if !ok1 || !ok2 || !isToken(method) || !isRequestTarget(target) {
-		return nil, fmt.Errorf("%w: bad request line %.64q", errMalformed, first)
+	if !ok1 || !ok2 || !IsToken(method) || !isRequestTarget(target) {
+		return nil, fmt.Errorf("%w: bad Request line %.64q", ErrMalformed, first)
 	}
 	minor, err := parseVersion(version)
 	if err != nil {
 		return nil, err
 	}
-	r := &request{Method: method, Target: target, Minor: minor, Header: h}
+	r := &Request{Method: method, Target: target, Minor: minor, Header: h}
 	// A proxy ignores Host for absolute-form, but HTTP/1.1 demands
 	// exactly one (RFC 9112 section 3.2).
 	if n := len(h.Values("Host")); n > 1 || (n == 0 && minor == 1) {
-		return nil, fmt.Errorf("%w: want one Host field, have %d", errMalformed, n)
+		return nil, fmt.Errorf("%w: want one Host field, have %d", ErrMalformed, n)
 	}
 	return r, nil
 }
 
-// parseResponse parses a response head as readHead returns it.
-func parseResponse(head []byte) (*response, error) {
+// ParseResponse parses a response head as ReadHead returns it.
+func ParseResponse(head []byte) (*Response, error) {
 	first, h, err := splitHead(head)
 	if err != nil {
 		return nil, err
@@ -83,16 +87,16 @@ func parseResponse(head []byte) (*response, error) {
 		return nil, err
 	}
 	code, reason, _ := strings.Cut(rest, " ")
-	if len(code) != 3 || !isDigits(code) || code[0] == '0' || !isFieldText(reason) {
-		return nil, fmt.Errorf("%w: bad status line %.64q", errMalformed, first)
+	if len(code) != 3 || !IsDigits(code) || code[0] == '0' || !IsFieldText(reason) {
+		return nil, fmt.Errorf("%w: bad status line %.64q", ErrMalformed, first)
 	}
 	status, _ := strconv.Atoi(code)
-	return &response{Minor: minor, Status: status, Reason: reason, Header: h}, nil
+	return &Response{Minor: minor, Status: status, Reason: reason, Header: h}, nil
 }
 
-// maxFields bounds the field lines of a head, and so the memory a head of
+// MaxFields bounds the field lines of a head, and so the memory a head of
 // many tiny lines costs beyond its bytes.
-const maxFields = 1000
+const MaxFields = 1000
 
 // splitHead splits a head into its first line and its fields. The fields
 // are substrings of one copy of the head.
@@ -103,7 +107,7 @@ func splitHead(b []byte) (string, Header, error) {
 	for i := 0; ; i++ {
 		nl := strings.IndexByte(head, '\n')
 		if nl < 0 {
-			return "", nil, fmt.Errorf("%w: head does not end in an empty line", errMalformed)
+			return "", nil, fmt.Errorf("%w: head does not end in an empty line", ErrMalformed)
 		}
 		line := strings.TrimSuffix(head[:nl], "\r")
 		head = head[nl+1:]
@@ -112,13 +116,13 @@ func splitHead(b []byte) (string, Header, error) {
 			first = line
 		case line == "":
 			if len(head) != 0 {
-				return "", nil, fmt.Errorf("%w: bytes after the head", errMalformed)
+				return "", nil, fmt.Errorf("%w: bytes after the head", ErrMalformed)
 			}
 			return first, h, nil
-		case len(h) == maxFields:
-			return "", nil, fmt.Errorf("%w: over %d fields", errTooLarge, maxFields)
+		case len(h) == MaxFields:
+			return "", nil, fmt.Errorf("%w: over %d fields", ErrTooLarge, MaxFields)
 		default:
-			f, err := parseField(line)
+			f, err := ParseField(line)
 			if err != nil {
 				return "", nil, err
 			}
@@ -127,16 +131,17 @@ func splitHead(b []byte) (string, Header, error) {
 	}
 }
 
-// parseField parses a field line without its line end.
-func parseField(line string) (Field, error) {
+// ParseField parses a field line (of a head or a trailer) without its
+// line end.
+func ParseField(line string) (Field, error) {
 	name, value, ok := strings.Cut(line, ":")
-	if !ok || !isToken(name) {
+	if !ok || !IsToken(name) {
 		// Also obs-fold (a leading SP or HTAB) and "Name :".
-		return Field{}, fmt.Errorf("%w: bad field line %.64q", errMalformed, line)
+		return Field{}, fmt.Errorf("%w: bad field line %.64q", ErrMalformed, line)
 	}
 	value = strings.Trim(value, " \t")
-	if !isFieldText(value) {
-		return Field{}, fmt.Errorf("%w: bad value of field %.64q", errMalformed, name)
+	if !IsFieldText(value) {
+		return Field{}, fmt.Errorf("%w: bad value of field %.64q", ErrMalformed, name)
 	}
 	return Field{name, value}, nil
 }
@@ -148,7 +153,10 @@ func parseVersion(v string) (int, error) {
 	case "HTTP/1.1":
 		return 1, nil
 	}
-	return 0, fmt.Errorf("%w: unsupported version %.16q (want HTTP/1.0 or HTTP/1.1)", errMalformed, v)
+	if len(v) == 8 && strings.HasPrefix(v, "HTTP/") && IsDigits(v[5:6]) && v[6] == '.' && IsDigits(v[7:]) {
+		return 0, fmt.Errorf("%w: %s (want HTTP/1.0 or HTTP/1.1)", ErrVersion, v)
+	}
+	return 0, fmt.Errorf("%w: bad version %.16q", ErrMalformed, v)
 }
 
 // isRequestTarget: non-empty, without whitespace or control characters.
@@ -161,7 +169,7 @@ func isRequestTarget(s string) bool {
 	return s != ""
 }
 
-func isDigits(s string) bool {
+func IsDigits(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
 			return false
@@ -170,40 +178,40 @@ func isDigits(s string) bool {
 	return s != ""
 }
 
-// appendRequestHead appends an HTTP/1.1 request head.
-func appendRequestHead(b []byte, method, target string, h Header) []byte {
+// AppendRequestHead appends an HTTP/1.1 request head.
+func AppendRequestHead(b []byte, method, target string, h Header) []byte {
 	b = append(b, method...)
 	b = append(b, ' ')
 	b = append(b, target...)
 	b = append(b, " HTTP/1.1\r\n"...)
-	b = h.appendTo(b)
+	b = h.AppendTo(b)
 	return append(b, "\r\n"...)
 }
 
-// appendResponseHead appends an HTTP/1.1 response head: a proxy sends
+// AppendResponseHead appends an HTTP/1.1 response head: a proxy sends
 // its own version, whatever the upstream's.
-func appendResponseHead(b []byte, status int, reason string, h Header) []byte {
+func AppendResponseHead(b []byte, status int, reason string, h Header) []byte {
 	b = append(b, "HTTP/1.1 "...)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b = append(b, ' ')
 	b = append(b, reason...)
 	b = append(b, "\r\n"...)
-	b = h.appendTo(b)
+	b = h.AppendTo(b)
 	return append(b, "\r\n"...)
 }
 
-// readHead reads a message head from br up to and including its empty
+// ReadHead reads a message head from br up to and including its empty
 // line, skipping empty lines before it (RFC 9112 section 2.2); those
 // count toward limit. A stream that ends before the first byte gives
 // io.EOF, one that ends inside the head io.ErrUnexpectedEOF.
-func readHead(br *bufio.Reader, limit int) ([]byte, error) {
+func ReadHead(br *bufio.Reader, limit int) ([]byte, error) {
 	var head []byte
 	total, lineStart := 0, 0
 	for {
 		frag, err := br.ReadSlice('\n')
 		total += len(frag)
 		if total > limit {
-			return nil, fmt.Errorf("%w: over %d bytes", errTooLarge, limit)
+			return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, limit)
 		}
 		head = append(head, frag...)
 		switch {
@@ -227,14 +235,14 @@ func readHead(br *bufio.Reader, limit int) ([]byte, error) {
 	}
 }
 
-// readLine reads a line of at most limit bytes and returns it without
+// ReadLine reads a line of at most limit bytes and returns it without
 // its line end; the result is a fresh slice.
-func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+func ReadLine(br *bufio.Reader, limit int) ([]byte, error) {
 	var line []byte
 	for {
 		frag, err := br.ReadSlice('\n')
 		if len(line)+len(frag) > limit {
-			return nil, fmt.Errorf("%w: line over %d bytes", errTooLarge, limit)
+			return nil, fmt.Errorf("%w: line over %d bytes", ErrTooLarge, limit)
 		}
 		line = append(line, frag...)
 		switch {
