@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -180,6 +181,13 @@ func (s *Server) refuse(c net.Conn) {
 
 func (s *Server) handle(ctx context.Context, c net.Conn) {
 	defer c.Close()
+	// A bug here costs this client its connection, not the process its
+	// tunnel (the HTTP proxy and the metrics endpoint do the same).
+	defer func() {
+		if r := recover(); r != nil {
+			s.opts.Logf("socks5: panic serving %v (a bug; its connection is closed): %v\n%s", c.RemoteAddr(), r, debug.Stack())
+		}
+	}()
 	// Shutting down ends handshakes too, so Serve's wait is short.
 	defer context.AfterFunc(ctx, func() { c.Close() })()
 	c.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))

@@ -6,6 +6,9 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -251,5 +254,70 @@ func TestServeEndsConnectionsOnShutdown(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Serve still waiting for its connections 5 s after shutdown")
+	}
+}
+
+// TestPanicCostsItsConnectionOnly: a bug while serving one client (here a
+// Dial that panics) closes that client's connection, is logged, and the
+// server serves on.
+func TestPanicCostsItsConnectionOnly(t *testing.T) {
+	echo := echoTCP(t)
+	var dials atomic.Int32
+	var mu sync.Mutex
+	var logs []string
+	s := New(Options{
+		Dial: func(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
+			if dials.Add(1) == 1 {
+				panic("a bug in a Dial")
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", ap.String())
+		},
+		Logf: func(format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			logs = append(logs, format)
+		},
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Serve(ctx, ln); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.Write([]byte{5, 1, MethodNoAuth})
+	var mr [2]byte
+	if _, err := io.ReadFull(c, mr[:]); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := AppendRequest(nil, Request{Cmd: CmdConnect, Addr: AddrFrom(echo)})
+	c.Write(b)
+	if n, err := io.ReadFull(c, make([]byte, 3)); err == nil {
+		t.Fatalf("the request whose dial panicked got a reply (%d bytes)", n)
+	}
+	c2, rep, _ := dialSOCKS(t, ln.Addr().String(), "", "", Request{Cmd: CmdConnect, Addr: AddrFrom(echo)})
+	if rep != RepSucceeded {
+		t.Fatalf("after the panic: reply %d", rep)
+	}
+	c2.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	panics := 0
+	for _, l := range logs {
+		if strings.Contains(l, "panic") {
+			panics++
+		}
+	}
+	if panics != 1 {
+		t.Fatalf("logged %q, want one panic line", logs)
 	}
 }
