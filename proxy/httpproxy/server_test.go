@@ -14,12 +14,12 @@ import (
 	"net/url"
 	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fips-go/fips-go/internal/http1"
+
+	"github.com/fips-go/fips-go/proxy/proxytest"
 )
 
 func startProxy(t *testing.T, o Options) string {
@@ -628,22 +628,10 @@ func TestPanicCostsItsConnectionOnly(t *testing.T) {
 		io.WriteString(w, "fine")
 	}))
 	defer web.Close()
-	var dials atomic.Int32
-	var mu sync.Mutex
-	var logs []string
+	var log proxytest.Log
 	s := New(Options{
-		Dial: func(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
-			if dials.Add(1) == 1 {
-				panic("a bug in a Dial")
-			}
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", ap.String())
-		},
-		Logf: func(format string, args ...any) {
-			mu.Lock()
-			defer mu.Unlock()
-			logs = append(logs, format)
-		},
+		Dial: proxytest.PanicOnceDial(),
+		Logf: log.Logf,
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -676,15 +664,7 @@ func TestPanicCostsItsConnectionOnly(t *testing.T) {
 	if body, err := get(); err != nil || body != "fine" {
 		t.Fatalf("after the panic: %q, %v", body, err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	panics := 0
-	for _, l := range logs {
-		if strings.Contains(l, "panic") {
-			panics++
-		}
-	}
-	if panics != 1 {
-		t.Fatalf("logged %q, want one panic line", logs)
+	if n := log.Count("panic serving"); n != 1 {
+		t.Fatalf("%d panic lines logged, want 1", n)
 	}
 }
