@@ -41,24 +41,7 @@ type request struct {
 	hasBody bool
 }
 
-// headEnd is the length of the head at the start of b, through the empty
-// line that ends it, or -1 if b holds no complete head.
-func headEnd(b []byte) int {
-	for i := 0; i < len(b); i++ {
-		if b[i] != '\n' {
-			continue
-		}
-		switch {
-		case i+1 < len(b) && b[i+1] == '\n':
-			return i + 2
-		case i+2 < len(b) && b[i+1] == '\r' && b[i+2] == '\n':
-			return i + 3
-		}
-	}
-	return -1
-}
-
-// parseRequest parses a head as headEnd delimits it (with package
+// parseRequest parses a head as http1.ReadHead delimits it (with package
 // http1, as the HTTP proxy does) and keeps what the server uses. Bad
 // input returns one of the sentinel errors, never a panic.
 func parseRequest(head []byte) (request, error) {

@@ -1,13 +1,17 @@
 package metrics
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/fips-go/fips-go/internal/http1"
 )
 
 // serverConfig holds the server's caps and timeouts. Serve uses
@@ -18,7 +22,7 @@ type serverConfig struct {
 	// connection waits in the kernel's backlog until one closes.
 	maxConns int
 	// maxHead caps a request head (request line and header fields); a
-	// larger one is answered 431. It is each connection's whole buffer.
+	// larger one is answered 431. Empty lines before a request count.
 	maxHead int
 	// readHeaderTimeout: a head must arrive within this of the
 	// connection's accept (first request) or of its first byte (later
@@ -240,10 +244,10 @@ func (s *Server) serveConn(c *srvConn) {
 		<-s.slots
 		s.wg.Done()
 	}()
-	c.buf = make([]byte, s.cfg.maxHead)
+	c.br = bufio.NewReaderSize(c.nc, 4<<10)
 	idleBy := c.accepted.Add(s.cfg.readHeaderTimeout)
 	for first := true; ; first = false {
-		head, err := c.readHead(idleBy, first, s.cfg.readHeaderTimeout)
+		head, err := c.readHead(idleBy, first, s.cfg.readHeaderTimeout, s.cfg.maxHead)
 		if err == nil {
 			var req request
 			if req, err = parseRequest(head); err == nil {
@@ -292,73 +296,26 @@ func (s *Server) refuse(c *srvConn, err error) {
 type srvConn struct {
 	nc       net.Conn
 	accepted time.Time
-	buf      []byte // request heads; maxHead bytes
-	r, w     int    // the unread bytes are buf[r:w]
+	br       *bufio.Reader
 	hdr      [256]byte
 }
 
-// readHead returns the next request head, which stays valid until the
-// next call. The first byte must come by idleBy; the rest of the head
-// within headFor of it, or by idleBy on the connection's first request.
-func (c *srvConn) readHead(idleBy time.Time, first bool, headFor time.Duration) ([]byte, error) {
-	c.skipEmptyLines()
-	if c.r == c.w {
-		c.nc.SetReadDeadline(idleBy)
-		if err := c.fill(); err != nil {
-			return nil, err
-		}
+// readHead returns the next request head, at most limit bytes. The first
+// byte must come by idleBy; the rest of the head within headFor of it, or
+// by idleBy on the connection's first request.
+func (c *srvConn) readHead(idleBy time.Time, first bool, headFor time.Duration, limit int) ([]byte, error) {
+	c.nc.SetReadDeadline(idleBy)
+	if _, err := c.br.Peek(1); err != nil {
+		return nil, err
 	}
-	headBy := idleBy
 	if !first {
-		headBy = time.Now().Add(headFor)
+		c.nc.SetReadDeadline(time.Now().Add(headFor))
 	}
-	c.nc.SetReadDeadline(headBy)
-	for {
-		c.skipEmptyLines()
-		if n := headEnd(c.buf[c.r:c.w]); n > 0 {
-			h := c.buf[c.r : c.r+n]
-			c.r += n
-			return h, nil
-		}
-		if c.w-c.r == len(c.buf) {
-			return nil, errHeadTooLarge
-		}
-		if err := c.fill(); err != nil {
-			return nil, err
-		}
+	head, err := http1.ReadHead(c.br, limit)
+	if errors.Is(err, http1.ErrTooLarge) {
+		return nil, errHeadTooLarge
 	}
-}
-
-// skipEmptyLines drops the empty lines RFC 9112 lets a client send
-// before a request line.
-func (c *srvConn) skipEmptyLines() {
-	for c.r < c.w {
-		switch {
-		case c.buf[c.r] == '\n':
-			c.r++
-		case c.buf[c.r] == '\r' && c.r+1 < c.w && c.buf[c.r+1] == '\n':
-			c.r += 2
-		default:
-			return
-		}
-	}
-}
-
-// fill reads more into buf, moving the unread bytes to its front first.
-func (c *srvConn) fill() error {
-	if c.r > 0 {
-		c.w = copy(c.buf, c.buf[c.r:c.w])
-		c.r = 0
-	}
-	n, err := c.nc.Read(c.buf[c.w:])
-	c.w += n
-	if n > 0 {
-		return nil
-	}
-	if err == nil {
-		err = fmt.Errorf("metrics: empty read")
-	}
-	return err
+	return head, err
 }
 
 func (c *srvConn) write(r response, body []byte, timeout time.Duration) error {
@@ -379,11 +336,5 @@ func (c *srvConn) linger(d time.Duration) {
 		return
 	}
 	c.nc.SetReadDeadline(time.Now().Add(d))
-	for n := 0; n < 64<<10; {
-		m, err := c.nc.Read(c.buf)
-		n += m
-		if err != nil {
-			return
-		}
-	}
+	io.CopyN(io.Discard, c.nc, 64<<10)
 }
