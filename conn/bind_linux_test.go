@@ -301,6 +301,27 @@ func TestStickyFallback(t *testing.T) {
 	}
 }
 
+// TestSendEachStickyFallback: SendEach (cookie replies) retries a
+// datagram whose sticky source the host no longer has without it, as
+// Send does, instead of counting it lost; the others in the batch go as
+// they are.
+func TestSendEachStickyFallback(t *testing.T) {
+	a, b := openEnd(t, Options{}), openEnd(t, Options{})
+	bufs, _, _ := rxBufs(64, 1500)
+	want := burst(3, 100)
+	gone := netip.MustParseAddr("192.0.2.1") // documentation range, never local here
+	eps := []Endpoint{{Dst: b.at(lo4)}, {Dst: b.at(lo4), Src: gone}, {Dst: b.at(lo4)}}
+	n, err := a.b.SendEach(want, eps)
+	if err != nil || n != len(want) {
+		t.Fatalf("SendEach: %d sent, %v", n, err)
+	}
+	got, back := recvN(t, b, b.fns[0], len(want), bufs)
+	checkBurst(t, got, back, want, a.at(lo4), lo4)
+	if s := a.b.Stats(); s.StickyFallback != 1 || s.SendErrors != 0 {
+		t.Fatalf("stats %+v, want one sticky fallback and no send error", s)
+	}
+}
+
 func TestPortsAndSocketOptions(t *testing.T) {
 	e := openEnd(t, Options{})
 	if len(e.fns) != 2 {
@@ -549,21 +570,21 @@ func TestSendEachToManyEndpoints(t *testing.T) {
 	}
 }
 
-// A datagram the kernel refuses in the middle of a SendEach (here: from a
-// source the host does not have) costs only itself: the ones after it in
-// the same sendmmsg still go out, and it is counted once.
+// A datagram the kernel refuses in the middle of a SendEach (here: one
+// over the largest UDP payload, EMSGSIZE) costs only itself: the ones
+// after it in the same sendmmsg still go out, and it is counted once.
 func TestSendEachSkipsARefusedDatagram(t *testing.T) {
 	s, r := openEnd(t, Options{}), openEnd(t, Options{})
 	want := burst(10, 64)
+	want[3] = make([]byte, 66000) // IPv4 UDP carries at most 65,507
 	eps := make([]Endpoint, len(want))
 	for i := range eps {
 		eps[i] = Endpoint{Dst: r.at(lo4)}
 	}
-	eps[3].Src = netip.MustParseAddr("192.0.2.1") // never local here
 	before := s.b.Stats()
 	sent, err := s.b.SendEach(want, eps)
 	if err == nil || sent != len(want)-1 {
-		t.Fatalf("SendEach with one refused source: %d sent, error %v; want %d and an error", sent, err, len(want)-1)
+		t.Fatalf("SendEach with one refused datagram: %d sent, error %v; want %d and an error", sent, err, len(want)-1)
 	}
 	rest := append(append([][]byte{}, want[:3]...), want[4:]...)
 	bufs, _, _ := rxBufs(64, 1500)

@@ -294,7 +294,8 @@ func (sc *sendScratch) dst() netip.AddrPort {
 // SendEach sends bufs[i] to eps[i] with as few sendmmsg calls as the
 // address families and the batch size allow. It is for small replies to
 // many sources (cookie replies under a flood): each datagram alone, on the
-// shared socket of its family, from its endpoint's sticky source. A
+// shared socket of its family, from its endpoint's sticky source (or, if
+// the host no longer has that address, from the kernel's choice). A
 // datagram the kernel refuses is counted in sendErrors, the first such
 // error returned, and the ones after it still sent. It returns how many
 // went out.
@@ -344,6 +345,15 @@ func (b *LinuxBind) SendEach(bufs [][]byte, eps []Endpoint) (int, error) {
 						first = ErrBindClosed
 					}
 					break
+				}
+				var errno unix.Errno
+				if h := &sc.msgs[off].Hdr; h.Controllen > 0 && errors.As(err, &errno) && stickyErrno(errno) {
+					// As in sendChunk: the local address the source
+					// wrote to went away; let the kernel choose.
+					h.Control = nil
+					h.SetControllen(0)
+					b.stats.stickyFallback.Add(1)
+					continue
 				}
 				fail(fmt.Errorf("conn: send to %v: %w", sc.nameAt(off), os.NewSyscallError("sendmmsg", err)))
 				off++
