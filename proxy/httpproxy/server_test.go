@@ -22,13 +22,19 @@ import (
 	"github.com/fips-go/fips-go/proxy/proxytest"
 )
 
+// startProxy serves o on loopback, its tunnel the loopback itself unless
+// o has a Dial, logging to t unless o has a Logf.
 func startProxy(t *testing.T, o Options) string {
 	t.Helper()
-	o.Dial = func(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", ap.String())
+	if o.Dial == nil {
+		o.Dial = func(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", ap.String())
+		}
 	}
-	o.Logf = t.Logf
+	if o.Logf == nil {
+		o.Logf = t.Logf
+	}
 	s := New(o)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -629,21 +635,10 @@ func TestPanicCostsItsConnectionOnly(t *testing.T) {
 	}))
 	defer web.Close()
 	var log proxytest.Log
-	s := New(Options{
-		Dial: proxytest.PanicOnceDial(),
-		Logf: log.Logf,
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Serve(ctx, ln); close(done) }()
-	defer func() { cancel(); <-done }()
+	px := startProxy(t, Options{Dial: proxytest.PanicOnceDial(), Logf: log.Logf})
 
 	get := func() (string, error) {
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := net.Dial("tcp", px)
 		if err != nil {
 			return "", err
 		}

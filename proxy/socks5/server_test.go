@@ -13,7 +13,7 @@ import (
 )
 
 // startServer runs a server on loopback whose tunnel is the loopback
-// itself.
+// itself unless o has a Dial, logging to t unless o has a Logf.
 func startServer(t *testing.T, o Options) (*Server, string) {
 	t.Helper()
 	if o.Dial == nil {
@@ -25,7 +25,9 @@ func startServer(t *testing.T, o Options) (*Server, string) {
 	if o.ListenUDP == nil {
 		o.ListenUDP = func(bool) (net.PacketConn, error) { return net.ListenPacket("udp", "127.0.0.1:0") }
 	}
-	o.Logf = t.Logf
+	if o.Logf == nil {
+		o.Logf = t.Logf
+	}
 	s := New(o)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -262,20 +264,9 @@ func TestServeEndsConnectionsOnShutdown(t *testing.T) {
 func TestPanicCostsItsConnectionOnly(t *testing.T) {
 	echo := echoTCP(t)
 	var log proxytest.Log
-	s := New(Options{
-		Dial: proxytest.PanicOnceDial(),
-		Logf: log.Logf,
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Serve(ctx, ln); close(done) }()
-	defer func() { cancel(); <-done }()
+	_, addr := startServer(t, Options{Dial: proxytest.PanicOnceDial(), Logf: log.Logf})
 
-	c, err := net.Dial("tcp", ln.Addr().String())
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +282,7 @@ func TestPanicCostsItsConnectionOnly(t *testing.T) {
 	if n, err := io.ReadFull(c, make([]byte, 3)); err == nil {
 		t.Fatalf("the request whose dial panicked got a reply (%d bytes)", n)
 	}
-	c2, rep, _ := dialSOCKS(t, ln.Addr().String(), "", "", Request{Cmd: CmdConnect, Addr: AddrFrom(echo)})
+	c2, rep, _ := dialSOCKS(t, addr, "", "", Request{Cmd: CmdConnect, Addr: AddrFrom(echo)})
 	if rep != RepSucceeded {
 		t.Fatalf("after the panic: reply %d", rep)
 	}
