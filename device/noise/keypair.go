@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fips-go/fips-go/internal/chachapoly"
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
@@ -39,11 +40,11 @@ type transportKeys struct {
 }
 
 func newKeypair(send, recv *[hashSize]byte) (*Keypair, error) {
-	s, err := chacha20poly1305.New(send[:])
+	s, err := chachapoly.New(send[:])
 	if err != nil {
 		return nil, err
 	}
-	r, err := chacha20poly1305.New(recv[:])
+	r, err := chachapoly.New(recv[:])
 	if err != nil {
 		return nil, err
 	}
@@ -150,9 +151,9 @@ func (k *Keypair) Release() {
 // peer's removal): NextCounter reports false from now on, and the keys are
 // dropped at once or, if a sender holds the keypair, when the last hold is
 // released, so a packet that was given a counter is always sealed in full.
-// Open fails with ErrKeypairWiped once the keys are gone. The AEADs of
-// x/crypto keep a key copy that cannot be zeroed; dropping the last
-// reference is the most Go allows.
+// Open fails with ErrKeypairWiped once the keys are gone. The AEADs keep
+// key copies (x/crypto's, which serves short messages, cannot be zeroed);
+// dropping the last reference is the most Go allows.
 func (k *Keypair) Wipe() {
 	k.sendCounter.Store(RejectAfterMessages)
 	k.retired.Store(true)
