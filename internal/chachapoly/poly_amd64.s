@@ -123,6 +123,22 @@
 	VPANDQ      Z31, a0, a0; \
 	VPADDQ      Z14, a1, a1
 
+// POWSTEP multiplies h (Z0-Z2) by lane 0's value of h in the lanes set in
+// mask k and by 1 in the others: one squaring step of the power ladder.
+#define POWSTEP(k) \
+	VPBROADCASTQ X0, Z26; \
+	VPBLENDMQ    Z26, Z28, k, Z21; \
+	VPBROADCASTQ X1, Z26; \
+	VMOVDQU64.Z  Z26, k, Z22; \
+	VPBROADCASTQ X2, Z26; \
+	VMOVDQU64.Z  Z26, k, Z23; \
+	TIMES20(Z22, Z24); \
+	TIMES20(Z23, Z25); \
+	VPXORQ Z8, Z8, Z8; \
+	VPXORQ Z9, Z9, Z9; \
+	VPXORQ Z10, Z10, Z10; \
+	MULACC(Z0, Z1, Z2, Z21, Z22, Z23, Z24, Z25)
+
 // (m0, m1, m2) = the eight blocks at 0(ptr)..127(ptr), with the 2^128 bit.
 // Lane p receives block sigma(p). m0 = lo & M44; m1 = (lo>>44 | hi<<20) & M44;
 // m2 = hi>>24 | 2^40. Clobbers Z3-Z5.
@@ -199,32 +215,10 @@ TEXT ·polyIFMA(SB), NOSPLIT, $0-48
 	MULACC(Z0, Z1, Z2, Z16, Z17, Z18, Z19, Z20)
 
 	// Step 2: h *= (K2 ? r^2 : 1), r^2 taken from lane 0.
-	VPBROADCASTQ X0, Z26
-	VPBLENDMQ    Z26, Z28, K2, Z21
-	VPBROADCASTQ X1, Z26
-	VMOVDQU64.Z  Z26, K2, Z22
-	VPBROADCASTQ X2, Z26
-	VMOVDQU64.Z  Z26, K2, Z23
-	TIMES20(Z22, Z24)
-	TIMES20(Z23, Z25)
-	VPXORQ Z8, Z8, Z8
-	VPXORQ Z9, Z9, Z9
-	VPXORQ Z10, Z10, Z10
-	MULACC(Z0, Z1, Z2, Z21, Z22, Z23, Z24, Z25)
+	POWSTEP(K2)
 
 	// Step 3: h *= (K3 ? r^4 : 1), r^4 taken from lane 0.
-	VPBROADCASTQ X0, Z26
-	VPBLENDMQ    Z26, Z28, K3, Z21
-	VPBROADCASTQ X1, Z26
-	VMOVDQU64.Z  Z26, K3, Z22
-	VPBROADCASTQ X2, Z26
-	VMOVDQU64.Z  Z26, K3, Z23
-	TIMES20(Z22, Z24)
-	TIMES20(Z23, Z25)
-	VPXORQ Z8, Z8, Z8
-	VPXORQ Z9, Z9, Z9
-	VPXORQ Z10, Z10, Z10
-	MULACC(Z0, Z1, Z2, Z21, Z22, Z23, Z24, Z25)
+	POWSTEP(K3)
 
 	// Final per-lane powers into Z21-Z25.
 	VMOVDQA64 Z0, Z21
