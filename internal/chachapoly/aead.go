@@ -43,8 +43,8 @@ const (
 
 var errOpen = errors.New("chacha20poly1305: message authentication failed")
 
-// Fast reports whether this CPU takes the AVX-512 path.
-var Fast = useAVX512 && useIFMA
+// fastCPU reports whether this CPU can take the AVX-512 path.
+var fastCPU = useAVX512 && useIFMA
 
 // AEAD is ChaCha20-Poly1305 under one key. It is safe for concurrent use
 // and allocates nothing on the fast path.
@@ -62,7 +62,7 @@ func New(key []byte) (*AEAD, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &AEAD{fallback: fb, fast: Fast}
+	a := &AEAD{fallback: fb, fast: fastCPU}
 	copy(a.key[:], key)
 	return a, nil
 }
@@ -120,10 +120,9 @@ func (a *AEAD) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, erro
 // crypt XORs src with the keystream of blocks 1 on into dst and sets
 // polyKey from block 0.
 //
-// Neither crypt nor Open wipes the keystream it leaves on the stack: of
-// the blocks used, it is the XOR of plaintext and ciphertext, and the
-// Poly1305 key of a counter the replay window has consumed forges nothing.
-// x/crypto does not wipe either.
+// Neither crypt nor Open wipes the keystream it leaves on the stack (nor
+// does x/crypto): whoever can read this goroutine's stack can read a.key
+// on the heap, which every keystream and Poly1305 key derives from.
 func (a *AEAD) crypt(dst, src []byte, nonce *[NonceSize]byte, polyKey *[32]byte) {
 	st := newChachaState(&a.key, nonce, 0)
 	var ks [1536]byte

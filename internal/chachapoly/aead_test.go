@@ -14,7 +14,7 @@ import (
 
 func needFast(t testing.TB) {
 	t.Helper()
-	if !Fast {
+	if !fastCPU {
 		t.Skip("this CPU lacks AVX-512 F/VL/BW/IFMA: the AEAD is x/crypto's, tested upstream")
 	}
 }
