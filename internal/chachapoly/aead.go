@@ -51,7 +51,6 @@ var fastCPU = useAVX512 && useIFMA
 type AEAD struct {
 	key      [KeySize]byte
 	fallback cipher.AEAD
-	fast     bool
 }
 
 var _ cipher.AEAD = (*AEAD)(nil)
@@ -62,7 +61,7 @@ func New(key []byte) (*AEAD, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &AEAD{fallback: fb, fast: fastCPU}
+	a := &AEAD{fallback: fb}
 	copy(a.key[:], key)
 	return a, nil
 }
@@ -74,7 +73,7 @@ func (a *AEAD) Overhead() int  { return Overhead }
 // as cipher.AEAD.Seal. To seal in place, plaintext must start where the
 // output does (dst[len(dst):] and plaintext share their first byte).
 func (a *AEAD) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
-	if !a.fast || len(plaintext) < fastMin || len(additionalData) > 0 || len(nonce) != NonceSize ||
+	if !fastCPU || len(plaintext) < fastMin || len(additionalData) > 0 || len(nonce) != NonceSize ||
 		uint64(len(plaintext)) > maxPlaintext {
 		return a.fallback.Seal(dst, nonce, plaintext, additionalData)
 	}
@@ -95,7 +94,7 @@ func (a *AEAD) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
 // before anything is decrypted: on failure dst's spare capacity is left as
 // it was, even when opening in place.
 func (a *AEAD) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, error) {
-	if !a.fast || len(ciphertext) < fastMin+Overhead || len(additionalData) > 0 || len(nonce) != NonceSize ||
+	if !fastCPU || len(ciphertext) < fastMin+Overhead || len(additionalData) > 0 || len(nonce) != NonceSize ||
 		uint64(len(ciphertext)-Overhead) > maxPlaintext {
 		return a.fallback.Open(dst, nonce, ciphertext, additionalData)
 	}
