@@ -15,6 +15,7 @@ import (
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/aqm"
+	"github.com/fips-go/fips-go/internal/chachapoly"
 	"github.com/fips-go/fips-go/internal/dnsfollow"
 	"github.com/fips-go/fips-go/internal/schedslice"
 	"github.com/fips-go/fips-go/ipc"
@@ -243,7 +244,7 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig) error {
 		}
 	}
 	defer writeHeapProfile(name)
-	logf("interface %s is up", name)
+	logf("interface %s is up (transport AEAD: %s)", name, chachapoly.Implementation())
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	select {
