@@ -42,6 +42,11 @@ type attackResult struct {
 	CookiesOpened uint64  `json:"cookies_opened"` // of those, decrypted and kept
 	OtherReplies  uint64  `json:"other_replies"`
 	Err           string  `json:"err,omitempty"`
+	// CPUSeconds is the attacker process's user and system time, filled in
+	// by the test from the exited process. "kept" compares each row with
+	// the closed-port flood, which assumes every row's attacker takes the
+	// same share of the two cores; this shows whether it did.
+	CPUSeconds float64 `json:"-"`
 }
 
 func attackerMain(specJSON string) int {

@@ -94,8 +94,8 @@ func TestFloodBenchmark(t *testing.T) {
 // CPU cost), or of the no-flood run when there is no baseline row.
 func table(impls []impl, rows [][]measurement) string {
 	var sb strings.Builder
-	sb.WriteString("| victim | scenario | TCP | kept | ping RTT | fresh handshake | victim CPU | peak RSS | flood sent / delivered | cookie replies |\n")
-	sb.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	sb.WriteString("| victim | scenario | TCP | kept | ping RTT | fresh handshake | victim CPU | peak RSS | flood sent / delivered | cookie replies | attacker CPU |\n")
+	sb.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for i, im := range impls {
 		if i >= len(rows) {
 			break
@@ -107,7 +107,7 @@ func table(impls []impl, rows [][]measurement) string {
 			}
 		}
 		for _, m := range rows[i] {
-			kept, hs, flood, cookies := "", "failed", "", ""
+			kept, hs, flood, cookies, attackCPU := "", "failed", "", "", ""
 			if base > 0 && m.sc.port == victimPort {
 				kept = fmt.Sprintf("%.0f%%", 100*m.gbps/base)
 			}
@@ -117,9 +117,10 @@ func table(impls []impl, rows [][]measurement) string {
 			if m.sc.flood {
 				flood = fmt.Sprintf("%.0fk / %.0fk/s", m.sentPPS/1e3, m.deliveredPPS/1e3)
 				cookies = fmt.Sprintf("%.0f/s", float64(m.attack.CookieReplies)/max(m.attack.Seconds, 1e-9))
+				attackCPU = fmt.Sprintf("%.0f%%", 100*m.attack.CPUSeconds/max(m.attack.Seconds, 1e-9))
 			}
-			fmt.Fprintf(&sb, "| %s | %s | %.2f Gbit/s | %s | %.2f ms | %s | %.0f%% | %.0f MiB | %s | %s |\n",
-				im.name, m.sc.name, m.gbps, kept, m.rttMs, hs, m.cpuPct, float64(m.peakRSSKiB)/1024, flood, cookies)
+			fmt.Fprintf(&sb, "| %s | %s | %.2f Gbit/s | %s | %.2f ms | %s | %.0f%% | %.0f MiB | %s | %s | %s |\n",
+				im.name, m.sc.name, m.gbps, kept, m.rttMs, hs, m.cpuPct, float64(m.peakRSSKiB)/1024, flood, cookies, attackCPU)
 		}
 	}
 	return sb.String()

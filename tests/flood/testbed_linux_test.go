@@ -270,6 +270,9 @@ func (b *testbed) startAttacker(sc scenario) (stop func() attackResult) {
 		if err := cmd.Wait(); err != nil {
 			b.t.Errorf("attacker: %v (%s)", err, res.Err)
 		}
+		if ps := cmd.ProcessState; ps != nil {
+			res.CPUSeconds = (ps.UserTime() + ps.SystemTime()).Seconds()
+		}
 		return res
 	}
 }
