@@ -4,10 +4,8 @@ package chachapoly
 
 import (
 	"bytes"
-	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"golang.org/x/crypto/chacha20"
@@ -18,15 +16,6 @@ func skipNoAVX512(t testing.TB) {
 	if !useAVX512 {
 		t.Skip("CPU lacks AVX-512 F/VL/BW; the assembly is not used here")
 	}
-}
-
-func mustHex(t testing.TB, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(strings.Join(strings.Fields(s), ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // refXOR is x/crypto's chacha20: dst = src ^ keystream from counter ctr.
@@ -51,8 +40,8 @@ func rfcKey() *[32]byte {
 // RFC 8439, section 2.3.2: the block function test vector.
 func TestRFC8439Block(t *testing.T) {
 	skipNoAVX512(t)
-	nonce := (*[12]byte)(mustHex(t, "000000090000004a00000000"))
-	want := mustHex(t, `
+	nonce := (*[12]byte)(polyHex(t, "000000090000004a00000000"))
+	want := polyHex(t, `
 		10 f1 e7 e4 d1 3b 59 15 50 0f dd 1f a3 20 71 c4
 		c7 d1 f4 c7 33 c0 68 03 04 22 aa 9a c3 d4 6c 4e
 		d2 82 64 46 07 9f aa 09 14 c2 d7 05 d9 8b 02 a2
@@ -86,9 +75,9 @@ func TestRFC8439Block(t *testing.T) {
 // RFC 8439, section 2.4.2: encryption of the sunscreen plaintext.
 func TestRFC8439Encrypt(t *testing.T) {
 	skipNoAVX512(t)
-	nonce := (*[12]byte)(mustHex(t, "000000000000004a00000000"))
+	nonce := (*[12]byte)(polyHex(t, "000000000000004a00000000"))
 	plaintext := []byte("Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, sunscreen would be it.")
-	want := mustHex(t, `
+	want := polyHex(t, `
 		6e 2e 35 9a 25 68 f9 80 41 ba 07 28 dd 0d 69 81
 		e9 7e 7a ec 1d 43 60 c2 0a 27 af cc fd 9f ae 0b
 		f9 1b 65 c5 52 47 33 ab 8f 59 3d ab cd 62 b3 57
