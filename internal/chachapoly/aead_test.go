@@ -241,13 +241,3 @@ func BenchmarkXCrypto(b *testing.B) {
 	r, _ := chacha20poly1305.New(make([]byte, KeySize))
 	benchAEAD(b, r.Seal, r.Open)
 }
-
-func TestImplementationNamesThePath(t *testing.T) {
-	want := "golang.org/x/crypto"
-	if fastCPU {
-		want = "AVX-512 ChaCha20, IFMA Poly1305"
-	}
-	if got := Implementation(); got != want {
-		t.Fatalf("Implementation() = %q on a CPU where the fast path is %v", got, fastCPU)
-	}
-}
