@@ -17,6 +17,7 @@ import (
 	"github.com/fips-go/fips-go/device/aqm"
 	"github.com/fips-go/fips-go/internal/chachapoly"
 	"github.com/fips-go/fips-go/internal/dnsfollow"
+	"github.com/fips-go/fips-go/internal/procs"
 	"github.com/fips-go/fips-go/internal/schedslice"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/metrics"
@@ -206,6 +207,8 @@ func runDaemonChild(iface string, mc metricsConfig) error {
 func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig) error {
 	logf, errf := loggers(fmt.Sprintf("fips-go(%s): ", name))
 	applySchedSlice(logf, errf)
+	stopProcs := adaptProcs(logf, errf)
+	defer stopProcs()
 	d, err := device.New(t, conn.NewDefault(bindOptions(logf)), device.Options{
 		Logf:      errf,
 		Timers:    testTimerParams(),
@@ -336,6 +339,33 @@ func applySchedSlice(logf, errf func(string, ...any)) {
 		return
 	}
 	logf("scheduler slice %v on %d threads", d, n)
+}
+
+// adaptProcs runs the GOMAXPROCS controller (internal/procs) for the
+// daemon's life, unless FIPS_GO_PROCS=fixed or GOMAXPROCS is set in the
+// environment: a value the user chose stands. It returns the function
+// that stops it.
+func adaptProcs(logf, errf func(string, ...any)) (stop func()) {
+	switch v := os.Getenv("FIPS_GO_PROCS"); v {
+	case "", "auto":
+	case "fixed":
+		return func() {}
+	default:
+		errf("FIPS_GO_PROCS=%q: want auto or fixed; using auto", v)
+	}
+	if os.Getenv("GOMAXPROCS") != "" {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		procs.Run(ctx, procs.Options{Logf: logf})
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 func envInt(k string, def int) int {
