@@ -12,6 +12,9 @@ type Options struct {
 	Interval time.Duration
 	// Logf reports each change; nil discards.
 	Logf func(format string, args ...any)
+
+	// read replaces the /proc/stat and getrusage sampler (tests).
+	read func() (counters, error)
 }
 
 // Run adapts GOMAXPROCS until ctx is done, then restores the value it
@@ -29,13 +32,17 @@ func Run(ctx context.Context, o Options) {
 	if start <= 1 {
 		return
 	}
-	r, err := newStatReader()
-	if err != nil {
-		logf("adaptive GOMAXPROCS off: %v", err)
-		return
+	read := o.read
+	if read == nil {
+		r, err := newStatReader()
+		if err != nil {
+			logf("adaptive GOMAXPROCS off: %v", err)
+			return
+		}
+		defer r.close()
+		read = r.read
 	}
-	defer r.close()
-	prev, err := r.read()
+	prev, err := read()
 	if err != nil {
 		logf("adaptive GOMAXPROCS off: %v", err)
 		return
@@ -54,7 +61,7 @@ func Run(ctx context.Context, o Options) {
 			return
 		case <-t.C:
 		}
-		now, err := r.read()
+		now, err := read()
 		if err != nil {
 			continue
 		}

@@ -1,8 +1,6 @@
 package procs
 
 import (
-	"context"
-	"runtime"
 	"testing"
 	"time"
 )
@@ -36,25 +34,5 @@ func TestStatReader(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("/proc/stat's ticks did not move in 5 s: %d", d.all)
 		}
-	}
-}
-
-// Run gives back the GOMAXPROCS it found when it stops, whatever it set.
-func TestRunRestores(t *testing.T) {
-	start := runtime.GOMAXPROCS(0)
-	if start < 2 {
-		t.Skip("GOMAXPROCS is 1: Run does nothing")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		Run(ctx, Options{Interval: time.Millisecond})
-		close(done)
-	}()
-	time.Sleep(20 * time.Millisecond)
-	cancel()
-	<-done
-	if got := runtime.GOMAXPROCS(0); got != start {
-		t.Fatalf("GOMAXPROCS %d after Run, want %d", got, start)
 	}
 }
