@@ -45,7 +45,8 @@ const (
 
 // Controller decides GOMAXPROCS from Samples. Max is the most it sets (the
 // runtime's default at start, which already honours a cgroup CPU limit)
-// and Cur the value now; the zero value must be given both.
+// and Cur the value now: set both before the first Next (Next clamps
+// them to at least 1).
 type Controller struct {
 	Max, Cur int
 	low      int // intervals in a row that asked to lower
