@@ -61,9 +61,16 @@ type Options struct {
 	// StrangerHandshakes bounds, under load, the initiations a second that
 	// carry a valid MAC2 but come from no configured peer's endpoint: each
 	// costs a Diffie-Hellman computation, and an attacker may hold cookies
-	// for any number of addresses (default 1000, a burst of a tenth of it;
-	// about 7% of a core here). Known peers' initiations are not counted.
+	// for any number of addresses (default 1000, a burst of a tenth of it).
+	// Known peers' initiations are not counted.
 	StrangerHandshakes int
+	// StrangerHandshakeTime bounds the same initiations by the time their
+	// handling takes: under load, their Diffie-Hellman work may take this
+	// much of each second, with as much again as a burst (default 20 ms, 2%
+	// of one core; 1,000 a second took about 6% of a core on the 2-core
+	// test machine). A slower machine, or one whose CPU a flood already
+	// contends, answers fewer.
+	StrangerHandshakeTime time.Duration
 	// CookieReplies bounds the cookie replies a second under load, each a
 	// send of its own; messages past it are dropped and counted
 	// (default 5000, a burst of a tenth of it). A configured peer's
@@ -133,6 +140,9 @@ func (o *Options) setDefaults() {
 	if o.StrangerHandshakes <= 0 {
 		o.StrangerHandshakes = 1000
 	}
+	if o.StrangerHandshakeTime <= 0 {
+		o.StrangerHandshakeTime = 20 * time.Millisecond
+	}
 	if o.CookieReplies <= 0 {
 		o.CookieReplies = 5000
 	}
@@ -199,6 +209,7 @@ type Device struct {
 	socks        peerSockets         // connected sockets for the peers' endpoints
 	limitKnown   *ratelimit.Limiter  // priority slots without MAC2, per known address
 	strangers    *ratelimit.Bucket   // MAC2-proven initiations from unknown endpoints
+	strangerTime *ratelimit.Share    // the time those initiations' handling takes
 	cookieBudget *ratelimit.Bucket   // what the anonymous queue may take under load
 
 	cfgMu      sync.Mutex // serializes Apply and bind changes
@@ -256,6 +267,7 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 	// limitKnown bounds what a spoofer of a known endpoint gets.
 	d.limitKnown = ratelimit.New(ratelimit.Options{})
 	d.strangers = ratelimit.NewBucket(opts.StrangerHandshakes, opts.StrangerHandshakes/10)
+	d.strangerTime = ratelimit.NewShare(int(min(opts.StrangerHandshakeTime, time.Second)/time.Microsecond), opts.StrangerHandshakeTime)
 	d.cookieBudget = ratelimit.NewBucket(opts.CookieReplies, opts.CookieReplies/10)
 	mtu, err := t.MTU()
 	if err != nil {

@@ -123,6 +123,7 @@ func (d *Device) handleHandshake(msg []byte, ep conn.Endpoint, out *replies) {
 		d.ctr.inc(cRxHandshakeBadMAC)
 		return
 	}
+	stranger := false
 	if d.underLoad(now) {
 		if !checker.CheckMAC2(msg, ep.Dst, now) {
 			d.queueCookieReply(checker, msg, ep, now, out)
@@ -132,11 +133,17 @@ func (d *Device) handleHandshake(msg []byte, ep conn.Endpoint, out *replies) {
 			d.ctr.inc(cRxHandshakeRateLimited)
 			return
 		}
+		stranger = typ == noise.TypeInitiation && !d.known.has(ep.Dst)
 	}
 	switch typ {
 	case noise.TypeInitiation:
 		d.ctr.inc(cHandshakeInitiationsReceived)
 		d.handleInitiation(msg, ep, now)
+		if stranger {
+			// Charged the wall time it took: on a CPU that a flood
+			// contends that is more than the CPU time, and fewer pass.
+			d.strangerTime.Charge(d.now().Sub(now))
+		}
 	case noise.TypeResponse:
 		d.ctr.inc(cHandshakeResponsesReceived)
 		d.handleResponse(msg, ep, now)

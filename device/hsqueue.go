@@ -69,8 +69,9 @@ func (d *Device) triage(typ uint32, msg []byte, ep conn.Endpoint, now time.Time)
 	}
 	if d.checker.Load().CheckMAC2(msg, ep.Dst, now) {
 		// Each initiation costs a Diffie-Hellman computation: strangers
-		// share one budget however many addresses they have cookies for.
-		if typ == noise.TypeInitiation && !d.known.has(ep.Dst) && !d.strangers.Allow(now) {
+		// share one budget however many addresses they have cookies for,
+		// in time (charged by the worker, see handleHandshake) and count.
+		if typ == noise.TypeInitiation && !d.known.has(ep.Dst) && (!d.strangerTime.Allow(now) || !d.strangers.Allow(now)) {
 			return nil, cRxHandshakeRateLimited
 		}
 		return d.hsqPrio, 0
