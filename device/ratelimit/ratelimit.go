@@ -1,6 +1,9 @@
 // Package ratelimit limits handshake messages per source address with token
-// buckets, so that a flood from one address cannot crowd out the others.
-// It is pure: the caller passes the time in. It is safe for concurrent use.
+// buckets, so that a flood from one address cannot crowd out the others,
+// and bounds the handshake work a device does in all, by count (Bucket),
+// by the time it takes (Share) and by the reads it spends (Pacer), however
+// many addresses a flood comes from. It is pure: the caller passes the
+// time in.
 package ratelimit
 
 import (
