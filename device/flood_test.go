@@ -197,6 +197,31 @@ func TestTriageLetsAKnownPeerEarnItsCookie(t *testing.T) {
 	}
 }
 
+// fillAnonymous fills d's anonymous handshake queue with initiations from
+// a /16 of sources, which puts d under load.
+func fillAnonymous(d *Device, pub noise.PublicKey, now time.Time) {
+	flood := noise.NewCookieGenerator(pub)
+	for i := 0; len(d.hsq.q) < cap(d.hsq.q); i++ {
+		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 1000)
+		d.queueHandshake(initiation(flood, now), conn.Endpoint{Dst: src})
+	}
+}
+
+// cookieInitiation is an initiation to pub from src that carries a valid
+// MAC2: its sender first took a cookie reply from d for src.
+func cookieInitiation(t *testing.T, d *Device, pub noise.PublicKey, src netip.AddrPort, now time.Time) []byte {
+	t.Helper()
+	gen := noise.NewCookieGenerator(pub)
+	reply, err := d.checker.Load().CreateReply(initiation(gen, now), 1, src, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gen.ConsumeReply(&reply, now); err != nil {
+		t.Fatal(err)
+	}
+	return initiation(gen, now)
+}
+
 // ratelimitBurst is the default per-address burst of ratelimit.Limiter.
 const ratelimitBurst = 5
 
@@ -211,22 +236,8 @@ func TestTriageBoundsStrangersHandshakeWork(t *testing.T) {
 	d.strangers = ratelimit.NewBucket(10, 3)
 	now := time.Unix(9000, 0)
 	d.opts.Now = func() time.Time { return now }
-	flood := noise.NewCookieGenerator(pub)
-	for i := 0; len(d.hsq.q) < cap(d.hsq.q); i++ {
-		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 1000)
-		d.queueHandshake(initiation(flood, now), conn.Endpoint{Dst: src})
-	}
-	withCookie := func(src netip.AddrPort) []byte {
-		gen := noise.NewCookieGenerator(pub)
-		reply, err := d.checker.Load().CreateReply(initiation(gen, now), 1, src, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := gen.ConsumeReply(&reply, now); err != nil {
-			t.Fatal(err)
-		}
-		return initiation(gen, now)
-	}
+	fillAnonymous(d, pub, now)
+	withCookie := func(src netip.AddrPort) []byte { return cookieInitiation(t, d, pub, src, now) }
 	for i := range 10 {
 		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 98, 0, byte(i)}), 1000)
 		d.queueHandshake(withCookie(src), conn.Endpoint{Dst: src})
@@ -258,22 +269,8 @@ func TestStrangersHandshakeTimeIsBounded(t *testing.T) {
 	t0 := time.Unix(9000, 0)
 	clock := t0
 	d.opts.Now = func() time.Time { return clock }
-	flood := noise.NewCookieGenerator(pub)
-	for i := 0; len(d.hsq.q) < cap(d.hsq.q); i++ {
-		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 1000)
-		d.queueHandshake(initiation(flood, t0), conn.Endpoint{Dst: src})
-	}
-	withCookie := func(src netip.AddrPort) []byte {
-		gen := noise.NewCookieGenerator(pub)
-		reply, err := d.checker.Load().CreateReply(initiation(gen, clock), 1, src, clock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := gen.ConsumeReply(&reply, clock); err != nil {
-			t.Fatal(err)
-		}
-		return initiation(gen, clock)
-	}
+	fillAnonymous(d, pub, t0)
+	withCookie := func(src netip.AddrPort) []byte { return cookieInitiation(t, d, pub, src, clock) }
 	stranger := netip.MustParseAddrPort("10.98.0.1:1000")
 	// The worker handles one; the clock moves 3 ms while it does (every
 	// reading of it after the first adds 3 ms).
