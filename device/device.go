@@ -267,7 +267,7 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 	// limitKnown bounds what a spoofer of a known endpoint gets.
 	d.limitKnown = ratelimit.New(ratelimit.Options{})
 	d.strangers = ratelimit.NewBucket(opts.StrangerHandshakes, opts.StrangerHandshakes/10)
-	d.strangerTime = ratelimit.NewShare(int(min(opts.StrangerHandshakeTime, time.Second)/time.Microsecond), opts.StrangerHandshakeTime)
+	d.strangerTime = ratelimit.NewShare(opts.StrangerHandshakeTime, opts.StrangerHandshakeTime)
 	d.cookieBudget = ratelimit.NewBucket(opts.CookieReplies, opts.CookieReplies/10)
 	mtu, err := t.MTU()
 	if err != nil {

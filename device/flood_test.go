@@ -56,7 +56,7 @@ func triageDevice(t *testing.T) (*Device, noise.PublicKey) {
 
 		limitKnown:   ratelimit.New(ratelimit.Options{}),
 		strangers:    ratelimit.NewBucket(1000, 100),
-		strangerTime: ratelimit.NewShare(20000, 20*time.Millisecond),
+		strangerTime: ratelimit.NewShare(20*time.Millisecond, 20*time.Millisecond),
 
 		cookieBudget: ratelimit.NewBucket(5000, 500),
 	}
@@ -265,7 +265,7 @@ func TestTriageBoundsStrangersHandshakeWork(t *testing.T) {
 func TestStrangersHandshakeTimeIsBounded(t *testing.T) {
 	d, pub := triageDevice(t)
 	d.limit = ratelimit.New(ratelimit.Options{})
-	d.strangerTime = ratelimit.NewShare(20000, 2*time.Millisecond) // 2%
+	d.strangerTime = ratelimit.NewShare(20*time.Millisecond, 2*time.Millisecond)
 	t0 := time.Unix(9000, 0)
 	clock := t0
 	d.opts.Now = func() time.Time { return clock }

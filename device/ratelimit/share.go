@@ -14,19 +14,18 @@ import (
 // costs a fast one. It is pure (the caller passes the time and the
 // charge) and safe for concurrent use.
 type Share struct {
-	mu     sync.Mutex // guards the fields below
-	ppm    int64      // parts per million of elapsed time that may be spent
+	mu     sync.Mutex    // guards the fields below
+	rate   time.Duration // may be spent per second of elapsed time
 	max    time.Duration
 	credit time.Duration // may go negative, down to -max
 	last   time.Time
 }
 
-// NewShare returns a Share with a full burst: perMillion millionths of
-// elapsed time may be spent, and up to burst of it at once (the credit
-// saved while idle). perMillion below 1 counts as 1, burst below 1 ns as
-// 1 ns.
-func NewShare(perMillion int, burst time.Duration) *Share {
-	return &Share{ppm: int64(max(1, perMillion)), max: max(1, burst), credit: max(1, burst)}
+// NewShare returns a Share with a full burst: perSecond of each second
+// may be spent (at most all of it), and up to burst at once (the credit
+// saved while idle). Values below 1 ns count as 1 ns.
+func NewShare(perSecond, burst time.Duration) *Share {
+	return &Share{rate: min(max(1, perSecond), time.Second), max: max(1, burst), credit: max(1, burst)}
 }
 
 // Allow reports whether work may start at now: whether the credit earned
@@ -50,14 +49,16 @@ func (s *Share) Charge(took time.Duration) {
 	s.credit = max(-s.max, s.credit-took)
 }
 
-// earn adds ppm of the time since the last call, up to max; a clock that
-// goes back earns nothing.
+// earn adds rate per second of the time since the last call, up to max;
+// a clock that goes back earns nothing.
 func (s *Share) earn(now time.Time) {
 	if s.last.IsZero() {
 		s.last = now
 	}
 	if el := now.Sub(s.last); el > 0 {
-		s.credit = min(s.max, s.credit+time.Duration(int64(el)/1e6*s.ppm+int64(el)%1e6*s.ppm/1e6))
+		// Whole seconds and the rest apart, so the product cannot overflow.
+		sec, rest := el/time.Second, el%time.Second
+		s.credit = min(s.max, s.credit+sec*s.rate+rest*s.rate/time.Second)
 		s.last = now
 	}
 }

@@ -9,7 +9,7 @@ import (
 // of the elapsed time has paid the charges back; credit saved while idle
 // stops at the burst; debt stops at minus the burst.
 func TestShareExactCredit(t *testing.T) {
-	s := NewShare(20000, 20*time.Millisecond)
+	s := NewShare(20*time.Millisecond, 20*time.Millisecond)
 	t0 := time.Unix(1000, 0)
 	if !s.Allow(t0) {
 		t.Fatal("a new Share refused work")
@@ -58,7 +58,7 @@ func TestShareExactCredit(t *testing.T) {
 // that costs more gets fewer admissions.
 func TestShareBoundsWorkTime(t *testing.T) {
 	for _, cost := range []time.Duration{50 * time.Microsecond, 400 * time.Microsecond} {
-		s := NewShare(20000, 20*time.Millisecond)
+		s := NewShare(20*time.Millisecond, 20*time.Millisecond)
 		now := time.Unix(0, 0)
 		var spent time.Duration
 		for range 1_000_000 { // 100 s in steps of 100 µs
