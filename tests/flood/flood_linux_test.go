@@ -5,6 +5,7 @@ package flood
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,7 +74,7 @@ func TestFloodBenchmark(t *testing.T) {
 		var rows []measurement
 		t.Run(im.name, func(t *testing.T) {
 			b := newTestbed(t, im)
-			for _, sc := range []scenario{noFlood, closedFlood, multiFlood, singleFlood, cookiesFlood} {
+			for _, sc := range scenarios(t) {
 				m := b.measure(sc, secs, time.Second)
 				t.Logf("%s / %s: %.2f Gbit/s %s, rtt %.2f ms, handshake %.2f s, cpu %.0f%%, peak RSS %d KiB, flood %.0f/s sent %.0f/s delivered, attacker %+v",
 					im.name, sc.name, m.gbps, m.iperfErr, m.rttMs, m.handshake, m.cpuPct, m.peakRSSKiB, m.sentPPS, m.deliveredPPS, m.attack)
@@ -87,6 +88,26 @@ func TestFloodBenchmark(t *testing.T) {
 		all = append(all, rows)
 	}
 	fmt.Println(table(impls, all))
+}
+
+// scenarios are the benchmark's rows in order. FIPS_FLOOD_SCENARIOS, a
+// list of their names separated by semicolons (the names hold commas), keeps only those it names (to
+// profile one scenario, say); a name that matches none fails the test.
+func scenarios(t testing.TB) []scenario {
+	all := []scenario{noFlood, closedFlood, multiFlood, singleFlood, cookiesFlood}
+	only := os.Getenv("FIPS_FLOOD_SCENARIOS")
+	if only == "" {
+		return all
+	}
+	var kept []scenario
+	for _, name := range strings.Split(only, ";") {
+		i := slices.IndexFunc(all, func(sc scenario) bool { return sc.name == name })
+		if i < 0 {
+			t.Fatalf("FIPS_FLOOD_SCENARIOS: no scenario %q", name)
+		}
+		kept = append(kept, all[i])
+	}
+	return kept
 }
 
 // table prints one row per scenario and implementation. "kept" is the
