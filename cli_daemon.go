@@ -216,6 +216,10 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig) error {
 		Batches:   envInt("FIPS_GO_BATCHES", 0),
 		Workers:   envInt("FIPS_GO_WORKERS", 0),
 		AQM:       aqmParams(errf),
+		// Under a handshake flood: the cookie replies and handshake
+		// reads a second (0: the device's defaults).
+		CookieReplies:  envInt("FIPS_GO_COOKIE_REPLIES", 0),
+		HandshakeReads: envInt("FIPS_GO_HANDSHAKE_READS", 0),
 	})
 	if err != nil {
 		l.Close()

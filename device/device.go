@@ -73,15 +73,19 @@ type Options struct {
 	StrangerHandshakeTime time.Duration
 	// CookieReplies bounds the cookie replies a second under load, each a
 	// send of its own; messages past it are dropped and counted
-	// (default 5000, a burst of a tenth of it). A configured peer's
+	// (default 2,500, a burst of a tenth of it). A configured peer's
 	// initiations are answered from their own share (see triage).
 	CookieReplies int
 	// HandshakeReads bounds, under load, the handshake messages a second
 	// that each shared socket's reader takes in; past it the reader waits
 	// and the kernel drops the excess at the full socket, for far less
-	// than reading it and checking its MAC1 costs (default 20,000, four
-	// times CookieReplies, a burst of a twentieth of it). Configured
-	// peers' traffic arrives on their connected sockets and is not paced.
+	// than reading it and checking its MAC1 costs (default 3,000: the
+	// cookie budget and 500 more for messages that carry a valid MAC2; a
+	// burst of a twentieth of it). Configured peers' traffic arrives on
+	// their connected sockets and is not paced. Both defaults are what the
+	// flood benchmark measured best against 150,000 initiations a second
+	// (README, Under attack); a server that expects roaming clients during
+	// a flood may raise them, at the CPU's cost.
 	HandshakeReads int
 	// MaxPeers caps the configured peers (default 65,536, as wireguard-go);
 	// a request that would end with more is refused whole (ErrTooMany).
@@ -144,10 +148,10 @@ func (o *Options) setDefaults() {
 		o.StrangerHandshakeTime = 20 * time.Millisecond
 	}
 	if o.CookieReplies <= 0 {
-		o.CookieReplies = 5000
+		o.CookieReplies = 2500
 	}
 	if o.HandshakeReads <= 0 {
-		o.HandshakeReads = 20000
+		o.HandshakeReads = 3000
 	}
 	if o.MaxPeers <= 0 {
 		o.MaxPeers = 1 << 16
