@@ -30,16 +30,21 @@ import (
 // public key, and a MAC2 made with the source's cookie once the attacker
 // holds one (cookie mode), zeros otherwise.
 const (
-	ipHeaderLen   = 20
-	udpHeaderLen  = 8
-	initLen       = 148
-	mac1Off       = initLen - 32
-	mac2Off       = initLen - 16
-	packetLen     = ipHeaderLen + udpHeaderLen + initLen
-	cookieLen     = 64
-	labelMAC1     = "mac1----"
-	labelCookie   = "cookie--"
-	sentRingBits  = 18 // packets remembered for matching cookie replies
+	ipHeaderLen  = 20
+	udpHeaderLen = 8
+	initLen      = 148
+	mac1Off      = initLen - 32
+	mac2Off      = initLen - 16
+	packetLen    = ipHeaderLen + udpHeaderLen + initLen
+	cookieLen    = 64
+	labelMAC1    = "mac1----"
+	labelCookie  = "cookie--"
+	// sentRingBits is log2 of the packets remembered for matching cookie
+	// replies: 2^21 (48 MiB) is 14 s of a 150,000-a-second flood. A victim
+	// that reads its shared socket slowly under load answers initiations
+	// that waited there for seconds; 2^18 (1.7 s) forgot them, and the
+	// attacker that answers cookies opened none.
+	sentRingBits  = 21
 	cookieMaxAge  = 110 * time.Second
 	typeInit      = 1
 	typeCookieRep = 3
