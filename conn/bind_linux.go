@@ -38,6 +38,7 @@ var (
 	_ Bind        = (*LinuxBind)(nil)
 	_ StatsBind   = (*LinuxBind)(nil)
 	_ ConnectBind = (*LinuxBind)(nil)
+	_ Shedder     = (*LinuxBind)(nil)
 )
 
 // NewLinux returns a closed Linux bind.
@@ -127,6 +128,32 @@ func (b *LinuxBind) SetMark(mark uint32) error {
 		errs = append(errs, st.connected.setMark(mark))
 	}
 	return errors.Join(errs...)
+}
+
+// Shed implements Shedder. Setting a buffer may fail (without
+// CAP_NET_ADMIN the kernel caps SO_RCVBUF at net.core.rmem_max, which only
+// ever makes the shed buffer smaller); the age check holds regardless.
+// Sockets opened while shedding start with full-size buffers: the device
+// calls Shed again on the next change of load.
+func (b *LinuxBind) Shed(on bool) {
+	st := b.state.Load()
+	if st == nil {
+		return
+	}
+	// A negative SocketBuffer leaves the kernel's buffers alone, so there
+	// is nothing to restore to: only the age check sheds then.
+	size := b.opts.SocketBuffer
+	if on {
+		size = min(size, ShedBuffer)
+	}
+	for _, s := range [...]*udpSocket{st.v4, st.v6} {
+		if s != nil {
+			s.shed.Store(on)
+			if size >= 0 {
+				_ = setRecvBuffer(s.conn, size)
+			}
+		}
+	}
 }
 
 // BatchSize implements Bind.

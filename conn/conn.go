@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"time"
 
 	"github.com/fips-go/fips-go/internal/hist"
 )
@@ -121,6 +122,7 @@ type Stats struct {
 	GSOOversize    uint64 // GSO sends whose segments were too big for the path, resent as plain datagrams
 	GROFallbacks   uint64 // times UDP_GRO could not be enabled or was turned off
 	RxOversize     uint64 // datagrams dropped because they did not fit the buffer
+	RxShedStale    uint64 // datagrams dropped unread for their age while shedding (see Shedder)
 	RxBadControl   uint64 // GRO control messages that did not parse
 	SendErrors     uint64
 	StickyFallback uint64 // sends retried without the sticky source address
@@ -165,6 +167,30 @@ type StatsBind interface {
 type EachSender interface {
 	SendEach(bufs [][]byte, eps []Endpoint) (int, error)
 }
+
+// Shedder is a Bind that can shed a handshake flood on its shared sockets
+// (not the connected ones). While on, their receive buffers are small
+// (ShedBuffer), so a reader that paces itself under a flood reads what
+// arrived a fraction of a second ago and the kernel drops the rest as it
+// comes; and a datagram that waited in the kernel longer than ShedMaxAge
+// (queued before shedding began, in the full-size buffer) is dropped
+// unread by the receive function, counted in Stats.RxShedStale. Answering
+// a message seconds old is useless: the initiator has moved on to another
+// attempt, and a cookie for the old one is not accepted.
+type Shedder interface {
+	Shed(on bool)
+}
+
+const (
+	// ShedBuffer is a shared socket's receive buffer while shedding: the
+	// kernel doubles it, and a 148-byte initiation takes about 1 KiB of
+	// it, so about 500 of them (a sixth of a second at the device's
+	// default 3,000 handshake reads a second).
+	ShedBuffer = 256 << 10
+	// ShedMaxAge is the oldest datagram a shedding shared socket's reader
+	// delivers; older ones are dropped.
+	ShedMaxAge = time.Second
+)
 
 // ErrOversize is returned by a ReceiveFunc whose read found only datagrams
 // larger than the buffers given.

@@ -224,10 +224,15 @@ func (r *receiver) receiveDirect(bufs [][]byte, sizes []int, eps []Endpoint) (in
 			return 0, nil
 		}
 		now := time.Now().UnixNano()
-		out := 0
+		shed := r.sock.shed.Load()
+		out, stale := 0, 0
 		for i := range got {
 			ep, _, rxTime, ok := r.decode(i)
 			if !ok {
+				continue
+			}
+			if shed && tooOld(now, rxTime) {
+				stale++
 				continue
 			}
 			r.observe(now, rxTime, 1)
@@ -241,13 +246,22 @@ func (r *receiver) receiveDirect(bufs [][]byte, sizes []int, eps []Endpoint) (in
 		}
 		r.stats.rxMessages.Add(uint64(got))
 		r.stats.rxPackets.Add(uint64(out))
+		if stale > 0 {
+			r.stats.rxShedStale.Add(uint64(stale))
+		}
 		if out > 0 {
 			return out, nil
 		}
-		if got > 0 {
+		if got > stale {
 			return 0, ErrOversize
 		}
 	}
+}
+
+// tooOld reports whether a datagram the kernel received at rxTime (0: no
+// timestamp) waited longer than ShedMaxAge before a read at now.
+func tooOld(now, rxTime int64) bool {
+	return rxTime != 0 && now-rxTime > int64(ShedMaxAge)
 }
 
 // receiveGRO hands out the datagrams left from the last read and reads
@@ -290,6 +304,7 @@ func (r *receiver) readGRO() (int, error) {
 	}
 	r.next, r.nheld, r.refused = 0, 0, 0
 	now := time.Now().UnixNano()
+	shed := r.sock.shed.Load()
 	for i := range got {
 		ep, seg, rxTime, ok := r.decode(i)
 		if !ok {
@@ -301,6 +316,10 @@ func (r *receiver) readGRO() (int, error) {
 			left = (l + seg - 1) / seg
 		} else {
 			seg = l
+		}
+		if shed && tooOld(now, rxTime) {
+			r.stats.rxShedStale.Add(uint64(left))
+			continue
 		}
 		r.observe(now, rxTime, left)
 		r.held[r.nheld] = heldMsg{data: r.gro[i][:l], seg: seg, left: left, ep: ep}

@@ -31,6 +31,9 @@ type udpSocket struct {
 	// pktinfo is whether the kernel reports each datagram's local address,
 	// which sticky source addresses need.
 	pktinfo bool
+	// shed is set on the shared sockets while the bind sheds a flood (see
+	// Shedder): their receiver drops datagrams older than ShedMaxAge.
+	shed atomic.Bool
 }
 
 // newUDPSocket sets up c: buffers, PKTINFO, and the offloads the options

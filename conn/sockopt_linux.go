@@ -30,6 +30,16 @@ func setSocketBuffers(c *net.UDPConn, size int) error {
 	})
 }
 
+// setRecvBuffer sets SO_RCVBUF alone, as setSocketBuffers does.
+func setRecvBuffer(c *net.UDPConn, size int) error {
+	return sockoptControl(c, func(fd int) error {
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, size) == nil {
+			return nil
+		}
+		return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, size)
+	})
+}
+
 // setMark sets SO_MARK, the fwmark policy routing uses to keep the tunnel's
 // own packets out of the tunnel.
 func setMark(c *net.UDPConn, mark uint32) error {

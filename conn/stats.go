@@ -13,6 +13,7 @@ type counters struct {
 	gsoOversize    atomic.Uint64
 	groFallbacks   atomic.Uint64
 	rxOversize     atomic.Uint64
+	rxShedStale    atomic.Uint64
 	rxBadControl   atomic.Uint64
 	sendErrors     atomic.Uint64
 	stickyFallback atomic.Uint64
@@ -33,6 +34,7 @@ func (c *counters) snapshot() Stats {
 		GSOOversize:    c.gsoOversize.Load(),
 		GROFallbacks:   c.groFallbacks.Load(),
 		RxOversize:     c.rxOversize.Load(),
+		RxShedStale:    c.rxShedStale.Load(),
 		RxBadControl:   c.rxBadControl.Load(),
 		SendErrors:     c.sendErrors.Load(),
 		StickyFallback: c.stickyFallback.Load(),

@@ -215,6 +215,8 @@ type Device struct {
 	strangers    *ratelimit.Bucket   // MAC2-proven initiations from unknown endpoints
 	strangerTime *ratelimit.Share    // the time those initiations' handling takes
 	cookieBudget *ratelimit.Bucket   // what the anonymous queue may take under load
+	shedMu       sync.Mutex          // serializes changes of shedding and the bind's Shed
+	shedding     atomic.Bool         // the bind sheds a flood (conn.Shedder); set under shedMu
 
 	cfgMu      sync.Mutex // serializes Apply and bind changes
 	listenPort uint16     // guarded by cfgMu

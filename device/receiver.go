@@ -50,7 +50,12 @@ func (d *Device) receiver(fn conn.ReceiveFunc) {
 		rb.born = now
 		hs := countHandshakes(rb, n)
 		rb = d.routeInbound(rb, n)
-		if hs > 0 && d.underLoad(now) {
+		load := false
+		if hs > 0 || d.shedding.Load() {
+			load = d.underLoad(now)
+			d.shed(load)
+		}
+		if hs > 0 && load {
 			if wait := pace.Spend(hs, now); wait > 0 {
 				d.ctr.inc(cRxHandshakeReadsPaused)
 				if !d.pause(wait) {
@@ -61,6 +66,28 @@ func (d *Device) receiver(fn conn.ReceiveFunc) {
 	}
 	if rb != nil {
 		rb.release()
+	}
+}
+
+// shed tells the bind, if it can shed a flood (conn.Shedder), whether the
+// device is under load, once per change: while it is, the reader above
+// takes in a few thousand handshake messages a second, and in a full-size
+// socket buffer those would wait seconds, so every cookie reply would
+// answer an initiation its sender has given up on. The receivers call it
+// as they see handshakes, and while shedding on every batch, so it ends
+// with the first batch after the load does.
+func (d *Device) shed(on bool) {
+	if d.shedding.Load() == on {
+		return
+	}
+	d.shedMu.Lock()
+	defer d.shedMu.Unlock()
+	if d.shedding.Load() == on {
+		return
+	}
+	d.shedding.Store(on)
+	if s, ok := d.bind.(conn.Shedder); ok {
+		s.Shed(on)
 	}
 }
 
