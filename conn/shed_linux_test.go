@@ -42,7 +42,9 @@ func TestShedDropsStaleDatagrams(t *testing.T) {
 		}
 		time.Sleep(ShedMaxAge + 100*time.Millisecond)
 		b.b.Shed(true)
-		if got := rcvbuf(t, b.sock(false).conn); got >= full || got > 2*ShedBuffer {
+		// Without CAP_NET_ADMIN net.core.rmem_max may hold the full
+		// buffer at or below the shed one; then there is nothing to see.
+		if got := rcvbuf(t, b.sock(false).conn); full > 2*ShedBuffer && (got >= full || got > 2*ShedBuffer) {
 			t.Fatalf("gro %v: SO_RCVBUF %d while shedding, was %d; want at most %d", gro, got, full, 2*ShedBuffer)
 		}
 		if err := a.b.Send(fresh, Endpoint{Dst: b.at(lo4)}); err != nil {

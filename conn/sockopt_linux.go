@@ -15,29 +15,29 @@ func setSocketBuffers(c *net.UDPConn, size int) error {
 		return nil
 	}
 	return sockoptControl(c, func(fd int) error {
-		for _, o := range [...]struct{ force, plain int }{
-			{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF},
-			{unix.SO_SNDBUFFORCE, unix.SO_SNDBUF},
-		} {
-			if unix.SetsockoptInt(fd, unix.SOL_SOCKET, o.force, size) == nil {
-				continue
-			}
-			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, o.plain, size); err != nil {
-				return fmt.Errorf("conn: socket buffer %d: %w", size, err)
-			}
+		if err := setBuffer(fd, unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, size); err != nil {
+			return err
 		}
-		return nil
+		return setBuffer(fd, unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, size)
 	})
 }
 
 // setRecvBuffer sets SO_RCVBUF alone, as setSocketBuffers does.
 func setRecvBuffer(c *net.UDPConn, size int) error {
 	return sockoptControl(c, func(fd int) error {
-		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, size) == nil {
-			return nil
-		}
-		return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, size)
+		return setBuffer(fd, unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, size)
 	})
+}
+
+// setBuffer sets one buffer size, with the FORCE option when allowed.
+func setBuffer(fd, force, plain, size int) error {
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, force, size) == nil {
+		return nil
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, plain, size); err != nil {
+		return fmt.Errorf("conn: socket buffer %d: %w", size, err)
+	}
+	return nil
 }
 
 // setMark sets SO_MARK, the fwmark policy routing uses to keep the tunnel's
