@@ -15,9 +15,11 @@ type LinuxBind struct {
 	stats    counters
 	sendPool *freeList[sendScratch]
 
-	// mu serializes Open, Close and SetMark, and guards mark.
+	// mu serializes Open, Close, SetMark and Shed, and guards mark and
+	// shed.
 	mu   sync.Mutex
 	mark uint32
+	shed bool // see Shedder; sockets opened while it is set start shed
 	// state is the open sockets, nil when closed. Send and the receivers
 	// load it without mu so Close never waits for a Send that is blocked
 	// on a full socket: closing the socket is what unblocks it.
@@ -77,6 +79,9 @@ func (b *LinuxBind) Open(port uint16) ([]ReceiveFunc, uint16, error) {
 		return nil, 0, err
 	}
 	st.connected = b.newConnTable(st)
+	if b.shed {
+		b.shedSockets(st, true)
+	}
 	var fns []ReceiveFunc
 	for _, s := range [...]*udpSocket{st.v4, st.v6} {
 		if s != nil {
@@ -133,13 +138,18 @@ func (b *LinuxBind) SetMark(mark uint32) error {
 // Shed implements Shedder. Setting a buffer may fail (without
 // CAP_NET_ADMIN the kernel caps SO_RCVBUF at net.core.rmem_max, which only
 // ever makes the shed buffer smaller); the age check holds regardless.
-// Sockets opened while shedding start with full-size buffers: the device
-// calls Shed again on the next change of load.
+// The state outlasts Close: sockets a later Open makes start shed.
 func (b *LinuxBind) Shed(on bool) {
-	st := b.state.Load()
-	if st == nil {
-		return
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.shed = on
+	if st := b.state.Load(); st != nil {
+		b.shedSockets(st, on)
 	}
+}
+
+// shedSockets applies Shed to st's shared sockets. b.mu must be held.
+func (b *LinuxBind) shedSockets(st *linuxState, on bool) {
 	// A negative SocketBuffer leaves the kernel's buffers alone, so there
 	// is nothing to restore to: only the age check sheds then.
 	size := b.opts.SocketBuffer

@@ -69,3 +69,26 @@ func TestShedDropsStaleDatagrams(t *testing.T) {
 		checkBurst(t, got, eps, old, a.at(lo4), lo4)
 	}
 }
+
+// Shedding outlasts a reopen (a listen-port change while under load): the
+// new shared sockets start shed, and stop with the bind's next Shed(false).
+func TestShedSurvivesReopen(t *testing.T) {
+	b := openEnd(t, Options{})
+	full := rcvbuf(t, b.sock(false).conn)
+	b.b.Shed(true)
+	b.b.Close()
+	if _, _, err := b.b.Open(0); err != nil {
+		t.Fatal(err)
+	}
+	s := b.sock(false)
+	if !s.shed.Load() {
+		t.Fatal("a socket opened while shedding is not shed")
+	}
+	if got := rcvbuf(t, s.conn); full > 2*ShedBuffer && got > 2*ShedBuffer {
+		t.Fatalf("SO_RCVBUF %d on a socket opened while shedding, want at most %d", got, 2*ShedBuffer)
+	}
+	b.b.Shed(false)
+	if s.shed.Load() || rcvbuf(t, s.conn) != full {
+		t.Fatalf("after Shed(false): shed %v, SO_RCVBUF %d, want false, %d", s.shed.Load(), rcvbuf(t, s.conn), full)
+	}
+}
