@@ -78,6 +78,9 @@ func TestFloodBenchmark(t *testing.T) {
 				m := b.measure(sc, secs, time.Second)
 				t.Logf("%s / %s: %.2f Gbit/s %s, rtt %.2f ms, handshake %.2f s, cpu %.0f%%, peak RSS %d KiB, flood %.0f/s sent %.0f/s delivered, attacker %+v",
 					im.name, sc.name, m.gbps, m.iperfErr, m.rttMs, m.handshake, m.cpuPct, m.peakRSSKiB, m.sentPPS, m.deliveredPPS, m.attack)
+				if m.counters != "" {
+					t.Logf("%s / %s: victim's counters so far:\n%s", im.name, sc.name, m.counters)
+				}
 				rows = append(rows, m)
 				if !m.alive {
 					t.Errorf("%s: victim exited during %s", im.name, sc.name)
@@ -99,6 +102,7 @@ func scenarios(t testing.TB) []scenario {
 	if only == "" {
 		return all
 	}
+	all = append(all, sinkFlood) // a diagnostic: only when named
 	var kept []scenario
 	for _, name := range strings.Split(only, ";") {
 		i := slices.IndexFunc(all, func(sc scenario) bool { return sc.name == name })
@@ -115,8 +119,8 @@ func scenarios(t testing.TB) []scenario {
 // CPU cost), or of the no-flood run when there is no baseline row.
 func table(impls []impl, rows [][]measurement) string {
 	var sb strings.Builder
-	sb.WriteString("| victim | scenario | TCP | kept | ping RTT | fresh handshake | victim CPU | peak RSS | flood sent / delivered | cookie replies | attacker CPU |\n")
-	sb.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	sb.WriteString("| victim | scenario | TCP | kept | ping RTT | fresh handshake | victim CPU | peak RSS | flood sent / delivered | cookie replies | attacker CPU | initiator CPU | softirq | idle |\n")
+	sb.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for i, im := range impls {
 		if i >= len(rows) {
 			break
@@ -129,7 +133,7 @@ func table(impls []impl, rows [][]measurement) string {
 		}
 		for _, m := range rows[i] {
 			kept, hs, flood, cookies, attackCPU := "", "failed", "", "", ""
-			if base > 0 && m.sc.port == victimPort {
+			if base > 0 && m.sc.flood && m.sc.port != closedPort {
 				kept = fmt.Sprintf("%.0f%%", 100*m.gbps/base)
 			}
 			if m.handshake >= 0 {
@@ -140,8 +144,9 @@ func table(impls []impl, rows [][]measurement) string {
 				cookies = fmt.Sprintf("%.0f/s", float64(m.attack.CookieReplies)/max(m.attack.Seconds, 1e-9))
 				attackCPU = fmt.Sprintf("%.0f%%", 100*m.attack.CPUSeconds/max(m.attack.Seconds, 1e-9))
 			}
-			fmt.Fprintf(&sb, "| %s | %s | %.2f Gbit/s | %s | %.2f ms | %s | %.0f%% | %.0f MiB | %s | %s | %s |\n",
-				im.name, m.sc.name, m.gbps, kept, m.rttMs, hs, m.cpuPct, float64(m.peakRSSKiB)/1024, flood, cookies, attackCPU)
+			fmt.Fprintf(&sb, "| %s | %s | %.2f Gbit/s | %s | %.2f ms | %s | %.0f%% | %.0f MiB | %s | %s | %s | %.0f%% | %.0f%% | %.0f%% |\n",
+				im.name, m.sc.name, m.gbps, kept, m.rttMs, hs, m.cpuPct, float64(m.peakRSSKiB)/1024, flood, cookies, attackCPU,
+				m.initCPUPct, m.machine.softirq, m.machine.idle)
 		}
 	}
 	return sb.String()

@@ -245,3 +245,27 @@ func peakRSS(pid int) int64 {
 func resetPeakRSS(pid int) {
 	os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
 }
+
+// machineCPU is the whole machine's time from /proc/stat, in clock ticks
+// summed over its CPUs, or (from since) in percent of one CPU.
+type machineCPU struct{ softirq, idle float64 }
+
+func readMachineCPU() machineCPU {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return machineCPU{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq ...
+	if len(f) < 8 || f[0] != "cpu" {
+		return machineCPU{}
+	}
+	v := func(i int) float64 { x, _ := strconv.ParseFloat(f[i], 64); return x }
+	return machineCPU{softirq: v(7), idle: v(4) + v(5)}
+}
+
+// since is the share of one CPU spent since m0, over el seconds.
+func (m machineCPU) since(m0 machineCPU, el float64) machineCPU {
+	pct := func(d float64) float64 { return d / userHZ / el * 100 }
+	return machineCPU{softirq: pct(m.softirq - m0.softirq), idle: pct(m.idle - m0.idle)}
+}

@@ -97,6 +97,7 @@ type scenario struct {
 	port    int // where the flood goes
 	single  bool
 	cookies bool
+	sink    bool // a socket nobody reads holds port (only when asked for)
 }
 
 var (
@@ -105,6 +106,10 @@ var (
 	multiFlood   = scenario{name: "flood, 65,536 sources", flood: true, port: victimPort}
 	singleFlood  = scenario{name: "flood, 1 source", flood: true, port: victimPort, single: true}
 	cookiesFlood = scenario{name: "flood, cookies answered", flood: true, port: victimPort, cookies: true}
+	// sinkFlood is the flood at an open port whose socket nobody reads: what
+	// the kernel's delivery costs before any user-space work. A diagnostic,
+	// run only when FIPS_FLOOD_SCENARIOS names it.
+	sinkFlood = scenario{name: "flood to a port nobody reads", flood: true, port: sinkPort, sink: true}
 )
 
 // measurement is what one scenario left the legitimate peers and cost the
@@ -113,14 +118,17 @@ type measurement struct {
 	sc           scenario
 	gbps         float64
 	iperfErr     string
-	rttMs        float64 // idle ping through the tunnel, average
-	handshake    float64 // seconds for a fresh handshake, -1: none in 30 s
-	cpuPct       float64 // victim CPU, percent of one core
+	rttMs        float64    // idle ping through the tunnel, average
+	handshake    float64    // seconds for a fresh handshake, -1: none in 30 s
+	cpuPct       float64    // victim CPU during the TCP transfer, percent of one core
+	initCPUPct   float64    // the initiator's, the same way
+	machine      machineCPU // the machine's softirq and idle time, the same way
 	peakRSSKiB   int64
 	sentPPS      float64 // attacker's send rate
 	deliveredPPS float64 // packets per second the victim's veth received
 	attack       attackResult
 	alive        bool
+	counters     string // the victim's, when it is fips-go
 }
 
 // measure runs one scenario: flood (if any) starts, warms up, then ping,
@@ -130,27 +138,58 @@ func (b *testbed) measure(sc scenario, secs int, warm time.Duration) measurement
 	m := measurement{sc: sc}
 	pid := b.victim.pid()
 	resetPeakRSS(pid)
-	c0, rx0, t0 := cpuTicks(pid), b.victimRx(), time.Now()
+	rx0, t0 := b.victimRx(), time.Now()
 	var stop func() attackResult
+	if sc.sink {
+		defer b.startSink()()
+	}
 	if sc.flood {
 		stop = b.startAttacker(sc)
 		time.Sleep(warm)
 	}
 	m.rttMs = b.rtt()
+	// The CPU columns cover the TCP transfer only: the fresh handshake
+	// after it idles for seconds when the initiator waits out
+	// Rekey-Timeout, which would dilute them.
+	ipid := b.initiator.pid()
+	c0, ic0, mc0, ti := cpuTicks(pid), cpuTicks(ipid), readMachineCPU(), time.Now()
 	m.gbps, m.iperfErr = b.iperf(secs)
+	eli := time.Since(ti).Seconds()
+	m.cpuPct = float64(cpuTicks(pid)-c0) / userHZ / eli * 100
+	m.initCPUPct = float64(cpuTicks(ipid)-ic0) / userHZ / eli * 100
+	m.machine = readMachineCPU().since(mc0, eli)
 	m.handshake = b.freshHandshake()
 	if stop != nil {
 		m.attack = stop()
 	}
 	el := time.Since(t0).Seconds()
-	m.cpuPct = float64(cpuTicks(pid)-c0) / userHZ / el * 100
 	m.deliveredPPS = float64(b.victimRx()-rx0) / el
 	if m.attack.Seconds > 0 {
 		m.sentPPS = float64(m.attack.Sent) / m.attack.Seconds
 	}
 	m.peakRSSKiB = peakRSS(pid)
 	m.alive = b.victim.alive()
+	m.counters = b.victimCounters()
 	return m
+}
+
+// victimCounters is a fips-go victim's handshake and cookie counters
+// (fips-go show --counters), for the log; "" for other implementations.
+func (b *testbed) victimCounters() string {
+	if !strings.HasPrefix(b.im.name, "fips-go") {
+		return ""
+	}
+	out, err := b.nsV.Try(b.im.bin, "show", "--counters", b.victim.iface)
+	if err != nil {
+		return ""
+	}
+	var keep []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "handshake") || strings.Contains(l, "cookie") || strings.Contains(l, "shed") {
+			keep = append(keep, strings.TrimSpace(l))
+		}
+	}
+	return strings.Join(keep, "\n")
 }
 
 func (b *testbed) victimRx() int64 {
