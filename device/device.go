@@ -73,8 +73,10 @@ type Options struct {
 	StrangerHandshakeTime time.Duration
 	// CookieReplies bounds the cookie replies a second under load, each a
 	// send of its own; messages past it are dropped and counted
-	// (default 2,500, a burst of a tenth of it). A configured peer's
-	// initiations are answered from their own share (see triage).
+	// (default 2,500, a burst of a tenth of it). One address gets at most
+	// 20 a second of them (a burst of 5), as ratelimit.Limiter's
+	// defaults. A configured peer's initiations are answered from their
+	// own share (see triage).
 	CookieReplies int
 	// HandshakeReads bounds, under load, the handshake messages a second
 	// that each shared socket's reader takes in; past it the reader waits
@@ -215,6 +217,7 @@ type Device struct {
 	strangers    *ratelimit.Bucket   // MAC2-proven initiations from unknown endpoints
 	strangerTime *ratelimit.Share    // the time those initiations' handling takes
 	cookieBudget *ratelimit.Bucket   // what the anonymous queue may take under load
+	limitCookies *ratelimit.Limiter  // the same, per address
 	shedMu       sync.Mutex          // serializes changes of shedding and the bind's Shed
 	shedding     atomic.Bool         // the bind sheds a flood (conn.Shedder); set under shedMu
 
@@ -275,6 +278,7 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 	d.strangers = ratelimit.NewBucket(opts.StrangerHandshakes, opts.StrangerHandshakes/10)
 	d.strangerTime = ratelimit.NewShare(opts.StrangerHandshakeTime, opts.StrangerHandshakeTime)
 	d.cookieBudget = ratelimit.NewBucket(opts.CookieReplies, opts.CookieReplies/10)
+	d.limitCookies = ratelimit.New(ratelimit.Options{})
 	mtu, err := t.MTU()
 	if err != nil {
 		return nil, fmt.Errorf("device: reading TUN MTU: %w", err)

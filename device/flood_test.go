@@ -61,6 +61,7 @@ func triageDevice(t *testing.T) (*Device, noise.PublicKey) {
 		strangerTime: ratelimit.NewShare(20*time.Millisecond, 20*time.Millisecond),
 
 		cookieBudget: ratelimit.NewBucket(5000, 500),
+		limitCookies: ratelimit.New(ratelimit.Options{}),
 	}
 	d.opts.setDefaults()
 	d.checker.Store(noise.NewCookieChecker(pub, rand.Reader))
@@ -351,6 +352,39 @@ func TestTriageBoundsCookieReplies(t *testing.T) {
 	}
 	if !d.underLoad(t0.Add(1500 * time.Millisecond)) {
 		t.Fatal("cookie mode ended although the reply budget ran out 0.6 s before")
+	}
+}
+
+// Under load, one address gets no more than a per-address burst of the
+// cookie replies: a flood from a single source must not spend the budget
+// that every other stranger's reply comes out of (in the flood benchmark a
+// one-source flood took all 2,500 replies a second, each a send into the
+// attacker's namespace, while a real stranger's initiation got none).
+func TestTriageBoundsCookieRepliesPerSource(t *testing.T) {
+	d, pub := triageDevice(t)
+	d.hsq = newHSQueue(400)
+	d.cookieBudget = ratelimit.NewBucket(1000, 100)
+	now := time.Unix(7000, 0)
+	d.opts.Now = func() time.Time { return now }
+	d.load.Mark(now)
+	flood := noise.NewCookieGenerator(pub)
+	one := conn.Endpoint{Dst: netip.MustParseAddrPort("10.99.0.1:40000")}
+	for range 200 {
+		d.queueHandshake(initiation(flood, now), one)
+	}
+	if n := len(d.hsq.q); n != ratelimitBurst {
+		t.Fatalf("one source got %d of 200 initiations queued for a cookie reply, want its burst of %d", n, ratelimitBurst)
+	}
+	if c := d.ctr[cRxHandshakeRateLimited].Load(); c != 200-ratelimitBurst {
+		t.Fatalf("rx_drop_handshake_rate_limited = %d, want %d", c, 200-ratelimitBurst)
+	}
+	stranger := conn.Endpoint{Dst: netip.MustParseAddrPort("198.51.100.9:51820")}
+	d.queueHandshake(initiation(noise.NewCookieGenerator(pub), now), stranger)
+	if n := len(d.hsq.q); n != ratelimitBurst+1 {
+		t.Fatal("after a one-source flood a stranger's initiation got no cookie reply")
+	}
+	if !d.underLoad(now.Add(ratelimit.LoadHold / 2)) {
+		t.Fatal("a flood the per-source limit turns away ended cookie mode")
 	}
 }
 

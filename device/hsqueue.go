@@ -82,9 +82,11 @@ func (d *Device) triage(typ uint32, msg []byte, ep conn.Endpoint, now time.Time)
 	if typ == noise.TypeInitiation && d.known.has(ep.Dst) && d.limitKnown.Allow(ep.Dst.Addr(), now) {
 		return d.hsqPrio, 0
 	}
-	// All the rest can earn is a cookie reply, a send each: bounded, and
-	// a flood turned away here still holds the device in cookie mode.
-	if !d.cookieBudget.Allow(now) {
+	// All the rest can earn is a cookie reply, a send each: bounded per
+	// address first, so that one source cannot spend what every stranger's
+	// reply comes out of, then in all; a flood turned away here still
+	// holds the device in cookie mode.
+	if !d.limitCookies.Allow(ep.Dst.Addr(), now) || !d.cookieBudget.Allow(now) {
 		d.load.Mark(now)
 		return nil, cRxHandshakeRateLimited
 	}
