@@ -73,7 +73,7 @@ type Options struct {
 	StrangerHandshakeTime time.Duration
 	// CookieReplies bounds the cookie replies a second under load, each a
 	// send of its own; messages past it are dropped and counted
-	// (default 2,500, a burst of a tenth of it). One address gets at most
+	// (default 1,000, a burst of a tenth of it). One address gets at most
 	// 20 a second of them (a burst of 5), as ratelimit.Limiter's
 	// defaults. A configured peer's initiations are answered from their
 	// own share (see triage).
@@ -81,13 +81,15 @@ type Options struct {
 	// HandshakeReads bounds, under load, the handshake messages a second
 	// that each shared socket's reader takes in; past it the reader waits
 	// and the kernel drops the excess at the full socket, for far less
-	// than reading it and checking its MAC1 costs (default 3,000: the
+	// than reading it and checking its MAC1 costs (default 1,500: the
 	// cookie budget and 500 more for messages that carry a valid MAC2; a
 	// burst of a twentieth of it). Configured peers' traffic arrives on
-	// their connected sockets and is not paced. Both defaults are what the
-	// flood benchmark measured best against 150,000 initiations a second
-	// (README, Under attack); a server that expects roaming clients during
-	// a flood may raise them, at the CPU's cost.
+	// their connected sockets and is not paced. Both defaults come from the
+	// flood benchmark against 130,000-150,000 initiations a second (README,
+	// Handshake flood): each reply is a send, and at 2,500 a second they
+	// cost the legitimate peers about a tenth of their throughput; a server
+	// that expects roaming clients during a flood may raise them, at the
+	// CPU's cost.
 	HandshakeReads int
 	// MaxPeers caps the configured peers (default 65,536, as wireguard-go);
 	// a request that would end with more is refused whole (ErrTooMany).
@@ -150,10 +152,10 @@ func (o *Options) setDefaults() {
 		o.StrangerHandshakeTime = 20 * time.Millisecond
 	}
 	if o.CookieReplies <= 0 {
-		o.CookieReplies = 2500
+		o.CookieReplies = 1000
 	}
 	if o.HandshakeReads <= 0 {
-		o.HandshakeReads = 3000
+		o.HandshakeReads = 1500
 	}
 	if o.MaxPeers <= 0 {
 		o.MaxPeers = 1 << 16
