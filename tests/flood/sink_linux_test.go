@@ -4,7 +4,6 @@ package flood
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -56,24 +55,7 @@ func sinkMain(portArg string) int {
 // startSink runs the sink in the victim's namespace until stop.
 func (b *testbed) startSink() (stop func()) {
 	b.t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	cmd := b.nsV.Command(context.Background(), exe)
-	cmd.Env = append(os.Environ(), sinkEnv+"="+strconv.Itoa(sinkPort))
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.t.Fatal(err)
-	}
+	cmd, stdin, stdout := b.reexec(b.nsV, sinkEnv+"="+strconv.Itoa(sinkPort))
 	if l, _ := bufio.NewReader(stdout).ReadString('\n'); strings.TrimSpace(l) != "ready" {
 		cmd.Wait()
 		b.t.Fatalf("sink did not start: %q", l)

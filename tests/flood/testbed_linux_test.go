@@ -7,7 +7,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -258,10 +260,6 @@ func (b *testbed) freshHandshake() float64 {
 // the flood and returns what the attacker counted.
 func (b *testbed) startAttacker(sc scenario) (stop func() attackResult) {
 	b.t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		b.t.Fatal(err)
-	}
 	spec, _ := json.Marshal(attackSpec{
 		Victim:    fmt.Sprintf("%s:%d", undVictimA, sc.port),
 		VictimPub: b.keyV.pub,
@@ -270,20 +268,7 @@ func (b *testbed) startAttacker(sc scenario) (stop func() attackResult) {
 		Cookies:   sc.cookies,
 		SrcPort:   attackSrcPort,
 	})
-	cmd := b.nsA.Command(context.Background(), exe)
-	cmd.Env = append(os.Environ(), attackerEnv+"="+string(spec))
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.t.Fatal(err)
-	}
+	cmd, stdin, stdout := b.reexec(b.nsA, attackerEnv+"="+string(spec))
 	lines := make(chan string, 4)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -314,4 +299,29 @@ func (b *testbed) startAttacker(sc scenario) (stop func() attackResult) {
 		}
 		return res
 	}
+}
+
+// reexec starts the test binary again in ns with env added (the attacker,
+// the sink: see TestMain), its stdin and stdout piped to the caller.
+func (b *testbed) reexec(ns *netns, env string) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
+	b.t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	cmd := ns.Command(context.Background(), exe)
+	cmd.Env = append(os.Environ(), env)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.t.Fatal(err)
+	}
+	return cmd, stdin, stdout
 }
