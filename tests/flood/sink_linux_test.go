@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fips-go/fips-go/conn"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,9 +22,8 @@ import (
 // re-executes itself in the namespace with sinkEnv set to the port; it
 // prints "ready" and holds the socket until its stdin closes.
 const (
-	sinkEnv    = "FIPS_FLOOD_SINK"
-	sinkPort   = 51998
-	sinkBuffer = 256 << 10 // conn.ShedBuffer
+	sinkEnv  = "FIPS_FLOOD_SINK"
+	sinkPort = 51998
 )
 
 func sinkMain(portArg string) int {
@@ -34,7 +34,7 @@ func sinkMain(portArg string) int {
 	}
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err == nil {
-		err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, sinkBuffer)
+		err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, conn.ShedBuffer)
 	}
 	if err == nil {
 		err = unix.SetsockoptInt(fd, unix.IPPROTO_UDP, unix.UDP_GRO, 1)
