@@ -123,6 +123,7 @@ type Stats struct {
 	GROFallbacks   uint64 // times UDP_GRO could not be enabled or was turned off
 	RxOversize     uint64 // datagrams dropped because they did not fit the buffer
 	RxShedStale    uint64 // datagrams dropped unread for their age while shedding (see Shedder)
+	RxSocketDrops  uint64 // datagrams the kernel dropped on their way into a socket, mostly for a full receive buffer (asked every 50 ms while reads go on)
 	RxBadControl   uint64 // GRO control messages that did not parse
 	SendErrors     uint64
 	StickyFallback uint64 // sends retried without the sticky source address

@@ -44,6 +44,11 @@ type receiver struct {
 	// datagrams too big for buffers no larger than that are dropped without
 	// asking again.
 	refused int
+
+	// drops is the kernel's count of datagrams the socket dropped, as last
+	// read at dropsAt (ns); see countDrops.
+	drops   uint32
+	dropsAt int64
 }
 
 // heldMsg is a coalesced message being split: data is what is left of it,
@@ -200,6 +205,24 @@ func (r *receiver) observe(now, rxTime int64, n int) {
 	}
 }
 
+// dropsEvery paces countDrops: one getsockopt per socket at most this
+// often, and only while reads go on.
+const dropsEvery = 50 * time.Millisecond
+
+// countDrops adds what the kernel dropped at the socket's full receive
+// buffer since it last looked, at a read at now (ns). Those datagrams
+// never reach a read, so their count has to be asked for.
+func (r *receiver) countDrops(now int64) {
+	if now-r.dropsAt < int64(dropsEvery) {
+		return
+	}
+	r.dropsAt = now
+	if d, ok := socketDrops(r.sock.rc); ok {
+		r.stats.rxSocketDrops.Add(uint64(d - r.drops))
+		r.drops = d
+	}
+}
+
 // forget drops the references the iovecs hold to the caller's buffers.
 func (r *receiver) forget(n int) {
 	for i := range n {
@@ -246,6 +269,7 @@ func (r *receiver) receiveDirect(bufs [][]byte, sizes []int, eps []Endpoint) (in
 		}
 		r.stats.rxMessages.Add(uint64(got))
 		r.stats.rxPackets.Add(uint64(out))
+		r.countDrops(now)
 		if stale > 0 {
 			r.stats.rxShedStale.Add(uint64(stale))
 		}
@@ -326,6 +350,7 @@ func (r *receiver) readGRO() (int, error) {
 		r.nheld++
 	}
 	r.stats.rxMessages.Add(uint64(got))
+	r.countDrops(now)
 	if r.nheld == 0 {
 		r.giveBack()
 	}

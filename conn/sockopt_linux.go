@@ -3,6 +3,8 @@ package conn
 import (
 	"fmt"
 	"net"
+	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,6 +40,24 @@ func setBuffer(fd, force, plain, size int) error {
 		return fmt.Errorf("conn: socket buffer %d: %w", size, err)
 	}
 	return nil
+}
+
+// socketDrops is how many datagrams the kernel dropped on the socket's way
+// in, mostly for a full receive buffer (SO_MEMINFO's SK_MEMINFO_DROPS, a
+// wrapping 32-bit count); false when the kernel does not say.
+func socketDrops(rc syscall.RawConn) (uint32, bool) {
+	const skMeminfoDrops = 8 // SK_MEMINFO_DROPS, Linux 4.3 and later
+	var info [skMeminfoDrops + 1]uint32
+	n := uint32(unsafe.Sizeof(info))
+	var errno syscall.Errno
+	err := rc.Control(func(fd uintptr) {
+		_, _, errno = unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO,
+			uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&n)), 0)
+	})
+	if err != nil || errno != 0 || n < uint32(unsafe.Sizeof(info)) {
+		return 0, false
+	}
+	return info[skMeminfoDrops], true
 }
 
 // setMark sets SO_MARK, the fwmark policy routing uses to keep the tunnel's

@@ -14,6 +14,7 @@ type counters struct {
 	groFallbacks   atomic.Uint64
 	rxOversize     atomic.Uint64
 	rxShedStale    atomic.Uint64
+	rxSocketDrops  atomic.Uint64
 	rxBadControl   atomic.Uint64
 	sendErrors     atomic.Uint64
 	stickyFallback atomic.Uint64
@@ -35,6 +36,7 @@ func (c *counters) snapshot() Stats {
 		GROFallbacks:   c.groFallbacks.Load(),
 		RxOversize:     c.rxOversize.Load(),
 		RxShedStale:    c.rxShedStale.Load(),
+		RxSocketDrops:  c.rxSocketDrops.Load(),
 		RxBadControl:   c.rxBadControl.Load(),
 		SendErrors:     c.sendErrors.Load(),
 		StickyFallback: c.stickyFallback.Load(),

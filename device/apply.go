@@ -307,6 +307,7 @@ func (d *Device) counterSnapshot() []Counter {
 			Counter{"bind_gro_fallbacks", s.GROFallbacks},
 			Counter{"bind_rx_oversize", s.RxOversize},
 			Counter{"bind_rx_shed_stale", s.RxShedStale},
+			Counter{"bind_rx_socket_drops", s.RxSocketDrops},
 			Counter{"bind_rx_bad_control", s.RxBadControl},
 			Counter{"bind_send_errors", s.SendErrors},
 			Counter{"bind_sticky_fallbacks", s.StickyFallback},
