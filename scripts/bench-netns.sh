@@ -6,8 +6,9 @@
 #   [BENCH_RUNS=N] bash scripts/bench-netns.sh [seconds] [impl...]
 #
 # Prints one row per implementation and test: throughput, CPU seconds per
-# GB in the two tunnel processes together, peak RSS per process, and ping
-# RTT idle and under load. With BENCH_RUNS=N (default 1) it runs N rounds,
+# GB in the two tunnel processes together, TCP retransmissions (segments
+# the iperf3 sender sent again, per 1,000 it sent), peak RSS per process,
+# and ping RTT idle and under load. With BENCH_RUNS=N (default 1) it runs N rounds,
 # each starting with the next implementation (this machine drifts by 15-30%
 # within a run, which a fixed order would charge to whoever runs last), and
 # ends with a table of the medians over the rounds.
@@ -81,12 +82,15 @@ run_iperf() { # label impl extra-args
   local loaded; loaded=$(rtt $NA 10.77.0.2 100)
   wait $ip
   local c1a c1b; c1a=$(cpu_ticks $PA); c1b=$(cpu_ticks $PB)
-  local bytes gbps cpu
+  local bytes gbps cpu retr
   bytes=$(python3 -c 'import json,sys;d=json.load(open("/tmp/fbench.json"));print(int(d["end"]["sum_received"]["bytes"]))')
   gbps=$(python3 -c 'import json;d=json.load(open("/tmp/fbench.json"));print("%.2f"%(d["end"]["sum_received"]["bits_per_second"]/1e9))')
   cpu=$(python3 -c "print('%.2f'%(((($c1a-$c0a)+($c1b-$c0b))/$clk)/($bytes/1e9)))")
-  printf '| %-14s | %-17s | %6s Gbit/s | %6s s/GB | %11s ms |\n' "$impl" "$label" "$gbps" "$cpu" "$loaded"
-  printf '%s\t%s\t%s\t%s\t%s\n' "$impl" "$label" "$gbps" "$cpu" "${loaded%% *}" >> "$results"
+  # Retransmitted segments per 1,000 sent, the sender's MSS taken as 1368
+  # (MTU 1420 less 52 bytes of IPv4, TCP and timestamp headers).
+  retr=$(python3 -c 'import json;e=json.load(open("/tmp/fbench.json"))["end"]["sum_sent"];print("%.2f"%(1000*e.get("retransmits",0)/max(1,e["bytes"]/1368)))')
+  printf '| %-14s | %-17s | %6s Gbit/s | %6s s/GB | %6s ‰ | %11s ms |\n' "$impl" "$label" "$gbps" "$cpu" "$retr" "$loaded"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$impl" "$label" "$gbps" "$cpu" "${loaded%% *}" "$retr" >> "$results"
 }
 
 run_udp() { # impl: a stream of single-packet UDP datagrams at 130 Mbit/s
@@ -99,7 +103,7 @@ run_udp() { # impl: a stream of single-packet UDP datagrams at 130 Mbit/s
   printf '%s\tudp 130 Mbit/s\t%s\n' "$1" "${got%%\%*}" >> "$results"
 }
 
-echo "| impl           | test              | throughput    | CPU/GB    | RTT p50/p90    |"
+echo "| impl           | test              | throughput    | CPU/GB    | retrans  | RTT p50/p90    |"
 for ((r = 0; r < runs; r++)); do
   [ "$runs" -gt 1 ] && echo "|   round $((r + 1)) of $runs, $(date -u +%H:%M) UTC"
   nimpl=${#impls[@]}
@@ -130,12 +134,12 @@ def num(v):
     except ValueError: return None
 def col(impl, test, i):
     return [x for x in (num(r[i]) for r in rows if r[0] == impl and r[1] == test and len(r) > i) if x is not None]
-print("| impl           | test              | throughput    | CPU/GB    | RTT p50/p90    |")
+print("| impl           | test              | throughput    | CPU/GB    | retrans  | RTT p50/p90    |")
 for impl in sys.argv[2:]:
     for test in ("1 stream", "1 stream reverse", "4 streams", "4 streams reverse"):
         p = [r[4].split("/") for r in rows if r[0] == impl and r[1] == test and "/" in r[4]]
         rtt = "%s/%s" % (med([float(a) for a, b in p]), med([float(b) for a, b in p])) if p else "lost"
-        print("| %-14s | %-17s | %6s Gbit/s | %6s s/GB | %11s ms |" % (impl, test, med(col(impl, test, 2)), med(col(impl, test, 3)), rtt))
+        print("| %-14s | %-17s | %6s Gbit/s | %6s s/GB | %6s ‰ | %11s ms |" % (impl, test, med(col(impl, test, 2)), med(col(impl, test, 3)), med(col(impl, test, 5)), rtt))
     print("| %-14s | %-17s | %s%% delivered |" % (impl, "udp 130 Mbit/s", med(col(impl, "udp 130 Mbit/s", 2))))
     p = [r[2].split("/") for r in rows if r[0] == impl and r[1] == "idle" and "/" in r[2]]
     idle = "%s/%s" % (med([float(a) for a, b in p]), med([float(b) for a, b in p])) if p else "lost"
