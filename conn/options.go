@@ -44,8 +44,12 @@ const (
 	defaultGROBuffers   = 32
 	defaultMaxConnected = 1024
 	// connGROBuffers is how many 64 KiB buffers one read of a connected
-	// socket borrows; connDirectBatch bounds a read without GRO.
-	connGROBuffers  = 8
+	// socket borrows; connDirectBatch bounds a read without GRO. Two
+	// coalesced messages (up to about 90 datagrams) per read keep the
+	// socket drained in small steps: against 8, two series of
+	// bench-netns.sh put the ping RTT under four streams 8-37% lower at
+	// the same throughput and CPU per GB, in 1.3 MiB less RSS.
+	connGROBuffers  = 2
 	connDirectBatch = 32
 	// groBufferSize holds the largest coalesced message the kernel builds:
 	// UDP GRO stops merging at 64 KiB of payload.
