@@ -44,9 +44,10 @@ func setBuffer(fd, force, plain, size int) error {
 
 // socketDrops is how many datagrams the kernel dropped on the socket's way
 // in, mostly for a full receive buffer (SO_MEMINFO's SK_MEMINFO_DROPS, a
-// wrapping 32-bit count); false when the kernel does not say.
+// wrapping 32-bit count); false when the kernel does not say (a kernel
+// too old to report that field returns fewer).
 func socketDrops(rc syscall.RawConn) (uint32, bool) {
-	const skMeminfoDrops = 8 // SK_MEMINFO_DROPS, Linux 4.3 and later
+	const skMeminfoDrops = 8 // SK_MEMINFO_DROPS
 	var info [skMeminfoDrops + 1]uint32
 	n := uint32(unsafe.Sizeof(info))
 	var errno syscall.Errno

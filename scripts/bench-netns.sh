@@ -8,10 +8,11 @@
 # Prints one row per implementation and test: throughput, CPU seconds per
 # GB in the two tunnel processes together, TCP retransmissions (segments
 # the iperf3 sender sent again, per 1,000 it sent), peak RSS per process,
-# and ping RTT idle and under load. With BENCH_RUNS=N (default 1) it runs N rounds,
-# each starting with the next implementation (this machine drifts by 15-30%
-# within a run, which a fixed order would charge to whoever runs last), and
-# ends with a table of the medians over the rounds.
+# and ping RTT idle and under load. With BENCH_RUNS=N (default 1) it runs
+# N rounds, each starting with the next implementation (this machine
+# drifts by 15-30% within a run, which a fixed order would charge to
+# whoever runs last), and ends with a table of the medians over the
+# rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"; shift || true
