@@ -52,7 +52,9 @@ func socketDrops(rc syscall.RawConn) (uint32, bool) {
 	n := uint32(unsafe.Sizeof(info))
 	var errno syscall.Errno
 	err := rc.Control(func(fd uintptr) {
-		_, _, errno = unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO,
+		// Raw, as the reads it runs between (see mmsgCall.do): a
+		// getsockopt never blocks.
+		_, _, errno = unix.RawSyscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO,
 			uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&n)), 0)
 	})
 	if err != nil || errno != 0 || n < uint32(unsafe.Sizeof(info)) {

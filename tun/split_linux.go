@@ -2,9 +2,13 @@ package tun
 
 import (
 	"errors"
+	"io"
 	"os"
 	"sync"
 	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // splitReader reads a kernel TUN with a virtio-net header one frame per
@@ -13,8 +17,14 @@ import (
 // anything new is read.
 type splitReader struct {
 	f *os.File
+	// rc reads f with raw calls (see rawsys_linux.go); nil when f is not
+	// a non-blocking, pollable file, which is then read with f.Read.
+	rc     syscall.RawConn
+	doRead func(fd uintptr) bool // r.readFD, bound once: a closure would allocate per read
 
 	mu    sync.Mutex // guards everything below; Read may be called concurrently
+	rn    int        // the raw read in progress: bytes read
+	rerr  error      // and its error
 	buf   []byte     // one frame: the header and up to 64 KiB
 	frame []byte     // the frame being split, nil when none
 	next  int        // its next segment
@@ -29,14 +39,52 @@ type splitReader struct {
 var errKeptForLargerBuffers = errors.New("tun: packet larger than the read buffers, kept for the next read")
 
 func newSplitReader(f *os.File) *splitReader {
-	return &splitReader{f: f, buf: make([]byte, vnetHdrLen+65535)}
+	r := &splitReader{f: f, buf: make([]byte, vnetHdrLen+65535)}
+	r.doRead = r.readFD
+	if rc, ok := rawNonblocking(f); ok {
+		r.rc = rc
+	}
+	return r
+}
+
+// readFrame reads one frame into r.buf.
+func (r *splitReader) readFrame() (int, error) {
+	if r.rc == nil {
+		return r.f.Read(r.buf)
+	}
+	r.rn, r.rerr = 0, nil
+	if err := r.rc.Read(r.doRead); err != nil {
+		return 0, rawConnErr(err)
+	}
+	if r.rn == 0 && r.rerr == nil {
+		return 0, io.EOF // as os.File.Read: only a pipe in tests ends
+	}
+	return r.rn, r.rerr
+}
+
+// readFD is rc's callback: false means "wait until readable".
+func (r *splitReader) readFD(fd uintptr) bool {
+	for {
+		n, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&r.buf[0])), uintptr(len(r.buf)))
+		switch e {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		case 0:
+			r.rn = int(n)
+		default:
+			r.rerr = e
+		}
+		return true
+	}
 }
 
 func (r *splitReader) read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.frame == nil {
-		n, err := r.f.Read(r.buf)
+		n, err := r.readFrame()
 		if errors.Is(err, syscall.EBADFD) {
 			return 0, os.ErrClosed
 		}
