@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
+bash scripts/deps-boringtun.sh
 go build -o bin/fips-go .
 export FIPS_GO_BIN="$PWD/bin/fips-go"
 go test -count=1 -timeout 20m ./...

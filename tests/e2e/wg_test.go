@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fips-go/fips-go/internal/netnstest"
 )
 
 // impl is one WireGuard implementation under test: a binary honouring the
@@ -24,6 +26,7 @@ type impl struct {
 	name string
 	bin  string
 	env  []string
+	args []string // before the interface name
 }
 
 func fipsGo(t testing.TB) impl {
@@ -32,6 +35,22 @@ func fipsGo(t testing.TB) impl {
 
 func wireguardGo(t testing.TB) impl {
 	return impl{name: "wireguard-go", bin: binPath(t, binWireguardGo)}
+}
+
+// boringtun is Cloudflare's userspace WireGuard in Rust, the one
+// implementation here not written in Go (boringtun-cli at the version
+// scripts/deps.sh pins, which it builds with cargo into bin/). It runs as
+// root (--disable-drop-privileges), as the tests' other daemons do.
+func boringtun(t testing.TB) impl {
+	t.Helper()
+	bin, err := filepath.Abs("../../bin/boringtun-cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		netnstest.SkipOrFail(t, "needs bin/boringtun-cli (bash scripts/deps.sh builds it with cargo): %v", err)
+	}
+	return impl{name: "boringtun", bin: bin, args: []string{"--disable-drop-privileges"}}
 }
 
 // fipsGoTimers is fips-go built with -tags fipsgo_testtimers, with env such
@@ -114,7 +133,8 @@ func (n *node) launch() {
 	}
 	defer logf.Close()
 	args := []string{"netns", "exec", n.ns.Name, "env", "LOG_LEVEL=verbose"}
-	args = append(append(args, n.impl.env...), n.impl.bin, n.iface)
+	args = append(append(args, n.impl.env...), n.impl.bin)
+	args = append(append(args, n.impl.args...), n.iface)
 	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Run(); err != nil {
