@@ -40,7 +40,10 @@ func Create(name string, mtu int) (Device, error) {
 
 // CreateFromFile wraps an already open TUN file descriptor, as handed to
 // the daemon child process (fd 3 with WG_TUN_FD), and sets its MTU. The
-// device owns f from then on; on error f is left open for the caller.
+// device owns f from then on; on error f is left open for the caller. A
+// descriptor that is non-blocking here must stay so (nothing may call
+// f.Fd(), which can make it blocking): the data path then reads and
+// writes it with raw system calls, which must not block.
 func CreateFromFile(f *os.File, mtu int) (Device, error) {
 	if f == nil {
 		return nil, errors.New("tun: nil file")
