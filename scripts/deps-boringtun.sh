@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds boringtun-cli, the interop tests' one peer not written in Go, from
 # crates.io with the lock file it was published with, and copies it to
-# bin/boringtun-cli. The build (about 3 minutes on 2 cores) is kept outside
+# bin/boringtun-cli. The build (1-3 minutes on 2 cores) is kept outside
 # the work tree, so a fresh clone on the same machine copies it instead of
 # building again. Without cargo, or if the build fails, it says so and the
 # tests against boringtun skip (or fail, with FIPS_E2E=1).

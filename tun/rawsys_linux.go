@@ -21,7 +21,8 @@ import (
 // thread (sysmon) sleeps, and the first ordinary system call after that
 // wakes it with a futex, on the path of the packet that ended the quiet.
 // On the development VM each such wake-up cost about 60 µs, and an idle
-// ping met four of them (see README, "Queues and latency").
+// ping met one in each daemon on each way (see README, "Queues and
+// latency").
 
 // rawNonblocking returns f's RawConn if raw calls are safe on it: its
 // descriptor is non-blocking and the runtime's poller watches it (a file

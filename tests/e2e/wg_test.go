@@ -39,7 +39,7 @@ func wireguardGo(t testing.TB) impl {
 
 // boringtun is Cloudflare's userspace WireGuard in Rust, the one
 // implementation here not written in Go (boringtun-cli at the version
-// scripts/deps.sh pins, which it builds with cargo into bin/). It runs as
+// scripts/deps-boringtun.sh pins, which it builds with cargo into bin/). It runs as
 // root (--disable-drop-privileges), as the tests' other daemons do.
 func boringtun(t testing.TB) impl {
 	t.Helper()
@@ -48,7 +48,7 @@ func boringtun(t testing.TB) impl {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(bin); err != nil {
-		netnstest.SkipOrFail(t, "needs bin/boringtun-cli (bash scripts/deps.sh builds it with cargo): %v", err)
+		netnstest.SkipOrFail(t, "needs bin/boringtun-cli (bash scripts/deps-boringtun.sh builds it with cargo): %v", err)
 	}
 	return impl{name: "boringtun", bin: bin, args: []string{"--disable-drop-privileges"}}
 }
