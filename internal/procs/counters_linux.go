@@ -2,6 +2,7 @@ package procs
 
 import (
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,17 +28,21 @@ func (r *statReader) close() { unix.Close(r.fd) }
 
 func (r *statReader) read() (counters, error) {
 	var c counters
-	n, err := unix.Pread(r.fd, r.buf[:], 0)
-	if err != nil {
-		return c, err
+	// Raw calls: neither can block, and an ordinary one would wake the
+	// runtime's monitor thread (sysmon) on every sample of an idle daemon,
+	// which then polls for a while (see conn's mmsgCall.do).
+	nn, _, e := unix.RawSyscall6(unix.SYS_PREAD64, uintptr(r.fd), uintptr(unsafe.Pointer(&r.buf[0])), uintptr(len(r.buf)), 0, 0, 0)
+	if e != 0 {
+		return c, e
 	}
-	c.idle, c.all, c.cpus, err = parseStat(r.buf[:n])
+	var err error
+	c.idle, c.all, c.cpus, err = parseStat(r.buf[:int(nn)])
 	if err != nil {
 		return c, err
 	}
 	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return c, err
+	if _, _, e := unix.RawSyscall(unix.SYS_GETRUSAGE, uintptr(unix.RUSAGE_SELF), uintptr(unsafe.Pointer(&ru)), 0); e != 0 {
+		return c, e
 	}
 	c.busy = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	c.wall = time.Now()
