@@ -5,6 +5,10 @@
 #
 #   [BENCH_RUNS=N] bash scripts/bench-netns.sh [seconds] [impl...]
 #
+# An impl is a binary in bin/ that honours the wireguard-go command line
+# (fips-go and wireguard-go are built here; wireguard-go-ts is Tailscale's
+# fork, see README), or boringtun, built with cargo on first use.
+#
 # Prints one row per implementation and test: throughput, CPU seconds per
 # GB in the two tunnel processes together, TCP retransmissions (segments
 # the iperf3 sender sent again, per 1,000 it sent), peak RSS per process,
@@ -26,6 +30,12 @@ mkdir -p bin
 export CGO_ENABLED=0
 go build -o bin/fips-go .
 go build -o bin/wireguard-go golang.zx2c4.com/wireguard
+for i in "${impls[@]}"; do
+  if [ "$i" = boringtun ]; then
+    bash scripts/deps-boringtun.sh
+    [ -x bin/boringtun-cli ] || { echo "bench-netns: boringtun needs cargo (scripts/deps-boringtun.sh)" >&2; exit 1; }
+  fi
+done
 NA=fbench-a NB=fbench-b
 cleanup() {
   for n in $NA $NB; do
@@ -48,8 +58,12 @@ setup() { # impl
   ip -n $NA link set lo up; ip -n $NB link set lo up
   local ka kb
   ka=$(bin/fips-go genkey); kb=$(bin/fips-go genkey)
-  ip netns exec $NA env LOG_LEVEL=error "bin/$1" fbwa
-  ip netns exec $NB env LOG_LEVEL=error "bin/$1" fbwb
+  local cmd=("bin/$1")
+  # boringtun (scripts/deps-boringtun.sh builds it) runs as root like the
+  # others, without dropping its privileges.
+  [ "$1" = boringtun ] && cmd=(bin/boringtun-cli --disable-drop-privileges)
+  ip netns exec $NA env LOG_LEVEL=error "${cmd[@]}" fbwa
+  ip netns exec $NB env LOG_LEVEL=error "${cmd[@]}" fbwb
   ip netns exec $NA wg set fbwa listen-port 51820 private-key <(echo "$ka") \
     peer "$(echo "$kb" | bin/fips-go pubkey)" endpoint 192.168.77.2:51820 allowed-ips 10.77.0.2/32
   ip netns exec $NB wg set fbwb listen-port 51820 private-key <(echo "$kb") \
