@@ -17,8 +17,8 @@ import (
 // the virtio-net header and head packet, which sit together in the head's
 // buffer, plus the later segments' payloads where they lie.
 type groWriter struct {
-	rc  syscall.RawConn
-	raw bool // rc's descriptor takes raw calls (rawNonblocking)
+	rc    syscall.RawConn
+	calls fdCalls // raw calls where the descriptor allows them
 
 	mu   sync.Mutex // guards everything below; Write may be called concurrently
 	plan groPlan
@@ -66,14 +66,11 @@ func offloads(f *os.File) (vnet, udp bool) {
 }
 
 func newGROWriter(f *os.File, udp bool) *groWriter {
-	rc, raw := rawNonblocking(f)
-	if !raw {
-		var err error
-		if rc, err = f.SyscallConn(); err != nil {
-			return nil
-		}
+	rc, calls, err := tunCalls(f)
+	if err != nil {
+		return nil
 	}
-	w := &groWriter{rc: rc, raw: raw}
+	w := &groWriter{rc: rc, calls: calls}
 	w.plan.udp = udp
 	w.doWrite = w.writeFD
 	return w
@@ -133,19 +130,6 @@ func (w *groWriter) writeRun(frame, pkt []byte, i int) error {
 	return err
 }
 
-// writevFD writes w.cur once: a raw call where the descriptor is
-// non-blocking (see rawsys_linux.go), an ordinary one otherwise.
-func (w *groWriter) writevFD(fd uintptr) unix.Errno {
-	iov, n := uintptr(unsafe.Pointer(&w.cur[0])), uintptr(len(w.cur))
-	var e unix.Errno
-	if w.raw {
-		_, _, e = unix.RawSyscall(unix.SYS_WRITEV, fd, iov, n)
-	} else {
-		_, _, e = unix.Syscall(unix.SYS_WRITEV, fd, iov, n)
-	}
-	return e
-}
-
 func appendIovec(iovs []unix.Iovec, b []byte) []unix.Iovec {
 	iovs = append(iovs, unix.Iovec{Base: unsafe.SliceData(b)})
 	iovs[len(iovs)-1].SetLen(len(b))
@@ -163,9 +147,10 @@ func (w *groWriter) writev(iovs []unix.Iovec) error {
 
 // writeFD is RawConn's callback: false means "wait until writable".
 func (w *groWriter) writeFD(fd uintptr) bool {
-	e := w.writevFD(fd)
+	iov, n := uintptr(unsafe.Pointer(&w.cur[0])), uintptr(len(w.cur))
+	_, e := w.calls.call(unix.SYS_WRITEV, fd, iov, n)
 	for e == unix.EINTR {
-		e = w.writevFD(fd)
+		_, e = w.calls.call(unix.SYS_WRITEV, fd, iov, n)
 	}
 	if e == unix.EAGAIN {
 		return false

@@ -24,26 +24,39 @@ import (
 // ping met one in each daemon on each way (see README, "Queues and
 // latency").
 
-// rawNonblocking returns f's RawConn if raw calls are safe on it: its
-// descriptor is non-blocking and the runtime's poller watches it (a file
-// opened blocking is not watched, and a raw read on it would hold a P
-// until a packet came).
-func rawNonblocking(f *os.File) (syscall.RawConn, bool) {
-	if f.SetReadDeadline(time.Time{}) != nil {
-		return nil, false // not pollable
+// fdCalls makes the data path's system calls on a TUN descriptor: raw
+// where they cannot block (see above), ordinary otherwise.
+type fdCalls struct{ raw bool }
+
+func (c fdCalls) call(trap, a1, a2, a3 uintptr) (uintptr, unix.Errno) {
+	if c.raw {
+		r, _, e := unix.RawSyscall(trap, a1, a2, a3)
+		return r, e
 	}
+	r, _, e := unix.Syscall(trap, a1, a2, a3)
+	return r, e
+}
+
+// tunCalls returns f's RawConn and how to call into it: raw if f's
+// descriptor is non-blocking and the runtime's poller watches it. A file
+// opened blocking is not watched, and a raw read on it would hold a P
+// until a packet came; it gets ordinary calls, which may block.
+func tunCalls(f *os.File) (syscall.RawConn, fdCalls, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return nil, false
+		return nil, fdCalls{}, err
+	}
+	if f.SetReadDeadline(time.Time{}) != nil {
+		return rc, fdCalls{}, nil // not pollable
 	}
 	nonblock := false
 	if rc.Control(func(fd uintptr) {
 		fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
 		nonblock = err == nil && fl&unix.O_NONBLOCK != 0
 	}) != nil {
-		return nil, false
+		return rc, fdCalls{}, nil
 	}
-	return rc, nonblock
+	return rc, fdCalls{raw: nonblock}, nil
 }
 
 // rawConnErr maps an error of an os.File's RawConn to what the file's own
@@ -54,7 +67,8 @@ func rawConnErr(err error) error {
 	if err == nil || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, os.ErrClosed) {
 		return err
 	}
-	// rawNonblocking made sure the file is pollable, so the only other
-	// error the poller gives is that the file was closed.
+	// The only other error the poller gives is that the file was closed
+	// (or, for a file it does not watch, that it cannot wait, which a
+	// blocking descriptor never asks it to).
 	return fmt.Errorf("%w: %v", os.ErrClosed, err)
 }

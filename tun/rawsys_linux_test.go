@@ -40,17 +40,17 @@ func pollablePipe(t *testing.T) (r, w *os.File) {
 // a blocking one keeps the ordinary calls, which may block.
 func TestRawReadsOnlyOnNonblockingFiles(t *testing.T) {
 	pr, pw := pollablePipe(t)
-	if newSplitReader(pr).rc == nil {
+	if !newSplitReader(pr).calls.raw {
 		t.Error("split reader on a non-blocking pipe: no raw reads")
 	}
-	if w := newGROWriter(pw, false); w == nil || !w.raw {
+	if w := newGROWriter(pw, false); w == nil || !w.calls.raw {
 		t.Error("GRO writer on a non-blocking pipe: no raw writes")
 	}
 	br, bw := blockingPipe(t)
-	if newSplitReader(br).rc != nil {
+	if newSplitReader(br).calls.raw {
 		t.Error("split reader on a blocking pipe takes raw reads, which would hold a P while waiting")
 	}
-	if w := newGROWriter(bw, false); w == nil || w.raw {
+	if w := newGROWriter(bw, false); w == nil || w.calls.raw {
 		t.Error("GRO writer on a blocking pipe takes raw writes")
 	}
 }

@@ -16,14 +16,12 @@ import (
 // segments than the caller has buffers is finished on the next call before
 // anything new is read.
 type splitReader struct {
-	f *os.File
-	// rc reads f with raw calls (see rawsys_linux.go); nil when f is not
-	// a non-blocking, pollable file, which is then read with f.Read.
 	rc     syscall.RawConn
+	calls  fdCalls               // raw calls where the descriptor allows them
 	doRead func(fd uintptr) bool // r.readFD, bound once: a closure would allocate per read
 
 	mu    sync.Mutex // guards everything below; Read may be called concurrently
-	rn    int        // the raw read in progress: bytes read
+	rn    int        // the read in progress: bytes read
 	rerr  error      // and its error
 	buf   []byte     // one frame: the header and up to 64 KiB
 	frame []byte     // the frame being split, nil when none
@@ -38,20 +36,20 @@ type splitReader struct {
 // io.ErrShortBuffer), so an MTU raise costs no packet.
 var errKeptForLargerBuffers = errors.New("tun: packet larger than the read buffers, kept for the next read")
 
+// newSplitReader returns nil if f has no RawConn (closed); the caller then
+// reads through wireguard-go's TUN, as newGROWriter's does for writes.
 func newSplitReader(f *os.File) *splitReader {
-	r := &splitReader{f: f, buf: make([]byte, vnetHdrLen+65535)}
-	r.doRead = r.readFD
-	if rc, ok := rawNonblocking(f); ok {
-		r.rc = rc
+	rc, calls, err := tunCalls(f)
+	if err != nil {
+		return nil
 	}
+	r := &splitReader{rc: rc, calls: calls, buf: make([]byte, vnetHdrLen+65535)}
+	r.doRead = r.readFD
 	return r
 }
 
 // readFrame reads one frame into r.buf.
 func (r *splitReader) readFrame() (int, error) {
-	if r.rc == nil {
-		return r.f.Read(r.buf)
-	}
 	r.rn, r.rerr = 0, nil
 	if err := r.rc.Read(r.doRead); err != nil {
 		return 0, rawConnErr(err)
@@ -65,7 +63,7 @@ func (r *splitReader) readFrame() (int, error) {
 // readFD is rc's callback: false means "wait until readable".
 func (r *splitReader) readFD(fd uintptr) bool {
 	for {
-		n, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&r.buf[0])), uintptr(len(r.buf)))
+		n, e := r.calls.call(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&r.buf[0])), uintptr(len(r.buf)))
 		switch e {
 		case unix.EINTR:
 			continue
