@@ -26,9 +26,10 @@ type batch struct {
 	counters []uint64
 	ok       []bool
 	eps      []conn.Endpoint
-	peers    []*Peer    // outbound routing scratch
-	kps      []*keypair // inbound routing scratch
-	out      [][]byte   // slice headers handed to Bind.Send / Device.Write
+	peers    []*Peer     // outbound routing scratch
+	kps      []*keypair  // inbound routing scratch
+	out      [][]byte    // slice headers handed to Bind.Send / Device.Write
+	nonce    noise.Nonce // the AEAD's scratch while the batch is sealed or opened
 	n        int
 
 	peer   *Peer

@@ -115,7 +115,7 @@ func (d *Device) open(b *batch) {
 			continue
 		}
 		b.counters[i] = ctr
-		pt, err := kp.Open(msg[stagedFrom:stagedFrom], ctr, msg[noise.TransportHeaderSize:])
+		pt, err := kp.Open(&b.nonce, msg[stagedFrom:stagedFrom], ctr, msg[noise.TransportHeaderSize:])
 		b.ok[i] = err == nil
 		b.sizes[i] = len(pt)
 	}

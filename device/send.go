@@ -330,7 +330,7 @@ func (d *Device) seal(b *batch) {
 		}
 		clear(buf[stagedFrom+size : stagedFrom+padded])
 		noise.PutTransportHeader(buf[:noise.TransportHeaderSize], kp.RemoteIndex, b.counters[i])
-		out := kp.Seal(buf[stagedFrom:stagedFrom], b.counters[i], buf[stagedFrom:stagedFrom+padded])
+		out := kp.Seal(&b.nonce, buf[stagedFrom:stagedFrom], b.counters[i], buf[stagedFrom:stagedFrom+padded])
 		if len(out) != padded+noise.TagSize {
 			dropped++
 			continue

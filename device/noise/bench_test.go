@@ -80,20 +80,22 @@ func BenchmarkSeal(b *testing.B) {
 	dst := make([]byte, 0, TransportHeaderSize+len(pt)+TagSize)
 	b.SetBytes(int64(len(pt)))
 	b.ReportAllocs()
+	nonce := new(Nonce)
 	for b.Loop() {
 		c, _ := a.NextCounter()
-		a.Seal(dst[:TransportHeaderSize], c, pt)
+		a.Seal(nonce, dst[:TransportHeaderSize], c, pt)
 	}
 }
 
 func BenchmarkOpen(b *testing.B) {
 	a, r := testKeypairs(b)
-	ct := a.Seal(nil, 5, seq(1420, 0))
+	ct := a.Seal(new(Nonce), nil, 5, seq(1420, 0))
 	dst := make([]byte, 0, len(ct))
 	b.SetBytes(1420)
 	b.ReportAllocs()
+	nonce := new(Nonce)
 	for b.Loop() {
-		if _, err := r.Open(dst[:0], 5, ct); err != nil {
+		if _, err := r.Open(nonce, dst[:0], 5, ct); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -112,8 +112,8 @@ func checkKeypairsMatch(t *testing.T, from, to *Keypair) {
 	t.Helper()
 	msg := []byte("transport data")
 	c, _ := from.NextCounter()
-	ct := from.Seal(nil, c, msg)
-	pt, err := to.Open(nil, c, ct)
+	ct := from.Seal(new(Nonce), nil, c, msg)
+	pt, err := to.Open(new(Nonce), nil, c, ct)
 	if err != nil || !bytes.Equal(pt, msg) {
 		t.Fatalf("keypairs do not match: %v", err)
 	}

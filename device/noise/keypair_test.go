@@ -28,26 +28,26 @@ func testKeypairs(t testing.TB) (initiator, responder *Keypair) {
 func TestKeypairSealOpen(t *testing.T) {
 	a, b := testKeypairs(t)
 	msg := seq(100, 0)
-	ct := a.Seal([]byte("hdr"), 7, msg)
+	ct := a.Seal(new(Nonce), []byte("hdr"), 7, msg)
 	if len(ct) != 3+len(msg)+TagSize || string(ct[:3]) != "hdr" {
 		t.Fatalf("Seal appended %d bytes", len(ct)-3)
 	}
-	pt, err := b.Open(nil, 7, ct[3:])
+	pt, err := b.Open(new(Nonce), nil, 7, ct[3:])
 	if err != nil || !bytes.Equal(pt, msg) {
 		t.Fatalf("Open: %v", err)
 	}
-	if _, err := b.Open(nil, 8, ct[3:]); !errors.Is(err, ErrDecrypt) {
+	if _, err := b.Open(new(Nonce), nil, 8, ct[3:]); !errors.Is(err, ErrDecrypt) {
 		t.Fatalf("wrong counter: %v", err)
 	}
-	if _, err := a.Open(nil, 7, ct[3:]); !errors.Is(err, ErrDecrypt) {
+	if _, err := a.Open(new(Nonce), nil, 7, ct[3:]); !errors.Is(err, ErrDecrypt) {
 		t.Fatalf("own send key opened: %v", err)
 	}
 	bad := bytes.Clone(ct[3:])
 	bad[len(bad)-1] ^= 1
-	if _, err := b.Open(nil, 7, bad); !errors.Is(err, ErrDecrypt) {
+	if _, err := b.Open(new(Nonce), nil, 7, bad); !errors.Is(err, ErrDecrypt) {
 		t.Fatalf("tampered: %v", err)
 	}
-	if _, err := b.Open(nil, 7, ct[3:10]); !errors.Is(err, ErrDecrypt) {
+	if _, err := b.Open(new(Nonce), nil, 7, ct[3:10]); !errors.Is(err, ErrDecrypt) {
 		t.Fatalf("shorter than a tag: %v", err)
 	}
 	// The nonce is 4 zero bytes then the counter, little-endian: check
@@ -56,6 +56,10 @@ func TestKeypairSealOpen(t *testing.T) {
 	var nonce [12]byte
 	nonce[4] = 7
 	assertBytes(t, "nonce layout", ct[3:], keys.send.Seal(nil, nonce[:], msg, nil))
+	// The caller's buffer is reused from packet to packet: what it held
+	// before must not leak into the nonce.
+	dirty := &Nonce{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	assertBytes(t, "nonce from a used buffer", ct, a.Seal(dirty, []byte("hdr"), 7, msg))
 }
 
 func TestKeypairInPlace(t *testing.T) {
@@ -63,7 +67,7 @@ func TestKeypairInPlace(t *testing.T) {
 	buf := make([]byte, TransportHeaderSize+64+TagSize)
 	copy(buf[TransportHeaderSize:], seq(64, 9))
 	PutTransportHeader(buf, a.RemoteIndex, 3)
-	msg := a.Seal(buf[:TransportHeaderSize], 3, buf[TransportHeaderSize:TransportHeaderSize+64])
+	msg := a.Seal(new(Nonce), buf[:TransportHeaderSize], 3, buf[TransportHeaderSize:TransportHeaderSize+64])
 	if &msg[0] != &buf[0] || len(msg) != len(buf) {
 		t.Fatal("Seal did not work in place")
 	}
@@ -71,7 +75,7 @@ func TestKeypairInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pt, err := b.Open(msg[TransportHeaderSize:TransportHeaderSize], c, msg[TransportHeaderSize:])
+	pt, err := b.Open(new(Nonce), msg[TransportHeaderSize:TransportHeaderSize], c, msg[TransportHeaderSize:])
 	if err != nil || !bytes.Equal(pt, seq(64, 9)) {
 		t.Fatalf("in-place Open: %v", err)
 	}
@@ -82,18 +86,19 @@ func TestKeypairAllocations(t *testing.T) {
 	pt := seq(1420, 0)
 	ct := make([]byte, 0, 1420+TagSize)
 	out := make([]byte, 0, 1420)
-	sealed := a.Seal(nil, 1, pt)
-	if n := testing.AllocsPerRun(200, func() { a.Seal(ct[:0], 1, pt) }); n != 0 {
+	sealed := a.Seal(new(Nonce), nil, 1, pt)
+	nonce := new(Nonce) // the caller's, as a batch's is on the data path
+	if n := testing.AllocsPerRun(200, func() { a.Seal(nonce, ct[:0], 1, pt) }); n != 0 {
 		t.Errorf("Seal allocates %v times", n)
 	}
 	if n := testing.AllocsPerRun(200, func() {
-		if _, err := b.Open(out[:0], 1, sealed); err != nil {
+		if _, err := b.Open(nonce, out[:0], 1, sealed); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 0 {
 		t.Errorf("Open allocates %v times", n)
 	}
-	if n := testing.AllocsPerRun(200, func() { b.Open(out[:0], 2, sealed) }); n != 0 {
+	if n := testing.AllocsPerRun(200, func() { b.Open(nonce, out[:0], 2, sealed) }); n != 0 {
 		t.Errorf("failing Open allocates %v times", n)
 	}
 	if n := testing.AllocsPerRun(200, func() { a.NextCounter() }); n != 0 {
@@ -159,12 +164,12 @@ func TestNextCounterConcurrent(t *testing.T) {
 
 func TestKeypairWipe(t *testing.T) {
 	a, b := testKeypairs(t)
-	ct := a.Seal(nil, 0, []byte("x"))
+	ct := a.Seal(new(Nonce), nil, 0, []byte("x"))
 	b.Wipe()
-	if _, err := b.Open(nil, 0, ct); !errors.Is(err, ErrKeypairWiped) {
+	if _, err := b.Open(new(Nonce), nil, 0, ct); !errors.Is(err, ErrKeypairWiped) {
 		t.Fatalf("Open after Wipe: %v", err)
 	}
-	if out := b.Seal([]byte("hdr"), 0, []byte("x")); string(out) != "hdr" {
+	if out := b.Seal(new(Nonce), []byte("hdr"), 0, []byte("x")); string(out) != "hdr" {
 		t.Fatal("Seal after Wipe appended")
 	}
 	if _, ok := b.NextCounter(); ok {
@@ -196,16 +201,16 @@ func TestKeypairWipeWaitsForHolds(t *testing.T) {
 	if a.Hold() {
 		t.Fatal("Hold granted after Wipe")
 	}
-	ct := a.Seal(nil, c, []byte("held"))
-	if pt, err := b.Open(nil, c, ct); err != nil || string(pt) != "held" {
+	ct := a.Seal(new(Nonce), nil, c, []byte("held"))
+	if pt, err := b.Open(new(Nonce), nil, c, ct); err != nil || string(pt) != "held" {
 		t.Fatalf("Seal under a hold after Wipe: %x does not open (%v)", ct, err)
 	}
 	a.Release()
-	if out := a.Seal(nil, c, []byte("x")); len(out) == 0 {
+	if out := a.Seal(new(Nonce), nil, c, []byte("x")); len(out) == 0 {
 		t.Fatal("keys dropped while a hold remains")
 	}
 	a.Release()
-	if out := a.Seal([]byte("hdr"), c, []byte("x")); string(out) != "hdr" {
+	if out := a.Seal(new(Nonce), []byte("hdr"), c, []byte("x")); string(out) != "hdr" {
 		t.Fatal("keys kept after the last Release of a wiped keypair")
 	}
 }
@@ -226,15 +231,15 @@ func TestKeypairHoldRacesWipe(t *testing.T) {
 				if !ok {
 					return
 				}
-				ct := a.Seal(nil, c, []byte("payload"))
-				if _, err := b.Open(nil, c, ct); err != nil {
+				ct := a.Seal(new(Nonce), nil, c, []byte("payload"))
+				if _, err := b.Open(new(Nonce), nil, c, ct); err != nil {
 					t.Errorf("counter %d taken under a hold did not seal: %v", c, err)
 				}
 			})
 		}
 		a.Wipe()
 		wg.Wait()
-		if out := a.Seal(nil, 0, []byte("x")); len(out) != 0 {
+		if out := a.Seal(new(Nonce), nil, 0, []byte("x")); len(out) != 0 {
 			t.Fatal("keys survive the wipe and every release")
 		}
 	}
@@ -254,8 +259,8 @@ func TestKeypairConcurrent(t *testing.T) {
 				if !ok {
 					return
 				}
-				ct := a.Seal(buf[:0], c, seq(64, byte(c)))
-				pt, err := b.Open(out[:0], c, ct)
+				ct := a.Seal(new(Nonce), buf[:0], c, seq(64, byte(c)))
+				pt, err := b.Open(new(Nonce), out[:0], c, ct)
 				if err != nil || !bytes.Equal(pt, seq(64, byte(c))) {
 					t.Errorf("counter %d: %v", c, err)
 					return
@@ -266,7 +271,7 @@ func TestKeypairConcurrent(t *testing.T) {
 	wg.Wait()
 	wg.Go(func() {
 		for range 100 {
-			a.Seal(nil, 0, []byte("x"))
+			a.Seal(new(Nonce), nil, 0, []byte("x"))
 		}
 	})
 	a.Wipe()

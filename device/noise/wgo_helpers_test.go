@@ -226,7 +226,7 @@ func sealTransport(t *testing.T, kp *Keypair, packet []byte) []byte {
 	}
 	msg := make([]byte, TransportHeaderSize, TransportOverhead+len(packet))
 	PutTransportHeader(msg, kp.RemoteIndex, counter)
-	return kp.Seal(msg, counter, packet)
+	return kp.Seal(new(Nonce), msg, counter, packet)
 }
 
 // openTransport decrypts a whole transport message addressed to kp.
@@ -239,7 +239,7 @@ func openTransport(t *testing.T, kp *Keypair, msg []byte) []byte {
 	if receiver != kp.LocalIndex {
 		t.Fatalf("transport message for index %#x, keypair has %#x", receiver, kp.LocalIndex)
 	}
-	pt, err := kp.Open(nil, counter, msg[TransportHeaderSize:])
+	pt, err := kp.Open(new(Nonce), nil, counter, msg[TransportHeaderSize:])
 	if err != nil {
 		t.Fatalf("open transport message: %v", err)
 	}
