@@ -207,10 +207,11 @@ func runDaemonChild(iface string, mc metricsConfig) error {
 func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig) error {
 	logf, errf := loggers(fmt.Sprintf("fips-go(%s): ", name))
 	applySchedSlice(logf, errf)
-	stopProcs := adaptProcs(logf, errf)
+	stopProcs, onTraffic := adaptProcs(logf, errf)
 	defer stopProcs()
 	d, err := device.New(t, conn.NewDefault(bindOptions(logf)), device.Options{
 		Logf:      errf,
+		OnTraffic: onTraffic,
 		Timers:    testTimerParams(),
 		PeerQueue: envInt("FIPS_GO_PEER_QUEUE", 0),
 		Batches:   envInt("FIPS_GO_BATCHES", 0),
@@ -348,28 +349,30 @@ func applySchedSlice(logf, errf func(string, ...any)) {
 // adaptProcs runs the GOMAXPROCS controller (internal/procs) for the
 // daemon's life, unless FIPS_GO_PROCS=fixed or GOMAXPROCS is set in the
 // environment: a value the user chose stands. It returns the function
-// that stops it.
-func adaptProcs(logf, errf func(string, ...any)) (stop func()) {
+// that stops it, and the device's OnTraffic, which wakes the controller
+// when traffic resumes after it parked (nil when it does not run).
+func adaptProcs(logf, errf func(string, ...any)) (stop, onTraffic func()) {
 	switch v := os.Getenv("FIPS_GO_PROCS"); v {
 	case "", "auto":
 	case "fixed":
-		return func() {}
+		return func() {}, nil
 	default:
 		errf("FIPS_GO_PROCS=%q: want auto or fixed; using auto", v)
 	}
 	if os.Getenv("GOMAXPROCS") != "" {
-		return func() {}
+		return func() {}, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	w := procs.NewWaker()
 	go func() {
 		defer close(done)
-		procs.Run(ctx, procs.Options{Logf: logf})
+		procs.Run(ctx, procs.Options{Logf: logf, Waker: w})
 	}()
 	return func() {
 		cancel()
 		<-done
-	}
+	}, w.Kick
 }
 
 func envInt(k string, def int) int {

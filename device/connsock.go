@@ -191,6 +191,7 @@ func (d *Device) peerSocketReader(pc conn.PeerConn) {
 			continue
 		}
 		retry.ok()
+		d.traffic()
 		rb.born = d.now()
 		if rb = d.routeInbound(rb, n); rb != nil {
 			rb.release()

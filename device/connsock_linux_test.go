@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
@@ -210,4 +212,45 @@ func TestConnectedSocketDatagramsAreAuthenticated(t *testing.T) {
 		t.Fatalf("a's endpoint for b moved to %v", ep.Dst)
 	}
 	exchange(t, a, b, 2)
+}
+
+// TestOnTrafficFromEveryReader: the TUN reader and both kinds of UDP
+// reader (the shared socket's, and the connected sockets' that carry a
+// configured peer's traffic) report the reads that return packets, which
+// is what wakes the daemon's parked GOMAXPROCS controller. Each of the 20
+// exchanges has each node read once from its TUN and once from a socket.
+func TestOnTrafficFromEveryReader(t *testing.T) {
+	lo := netip.MustParseAddr("127.0.0.1")
+	linux := func(o conn.Options) func(netip.Addr) conn.Bind {
+		return func(netip.Addr) conn.Bind { return conn.NewLinux(o) }
+	}
+	mem := membind.NewNetwork(membind.NetOptions{})
+	for _, tc := range []struct {
+		name         string
+		bind         func(netip.Addr) conn.Bind
+		hostA, hostB netip.Addr
+	}{
+		{"connected sockets", linux(conn.Options{}), lo, lo},
+		{"shared socket", linux(conn.Options{MaxConnected: -1}), lo, lo},
+		{"in-memory bind", func(h netip.Addr) conn.Bind { return mem.NewBind(h) },
+			netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkGoroutines(t)
+			hostA, hostB := tc.hostA, tc.hostB
+			var ca, cb atomic.Int64
+			a := newNode(t, memtun.New("a", 1420, 4096), tc.bind(hostA), addrA, hostA, Options{OnTraffic: func() { ca.Add(1) }})
+			b := newNode(t, memtun.New("b", 1420, 4096), tc.bind(hostB), addrB, hostB, Options{OnTraffic: func() { cb.Add(1) }})
+			link(t, a, b)
+			exchange(t, a, b, 0) // the handshake
+			a0, b0 := ca.Load(), cb.Load()
+			const n = 20
+			for i := range n {
+				exchange(t, a, b, uint32(1+i))
+			}
+			if da, db := ca.Load()-a0, cb.Load()-b0; da < 2*n || db < 2*n {
+				t.Fatalf("OnTraffic called %d and %d times for %d exchanges, want at least %d each", da, db, n, 2*n)
+			}
+		})
+	}
 }

@@ -110,6 +110,11 @@ type Options struct {
 	// Logf receives operational messages (nil discards). The data path
 	// never logs per packet; it counts.
 	Logf func(format string, args ...any)
+	// OnTraffic, if set, is called by the TUN reader and the UDP readers
+	// each time a read returns packets, on the data path: it must be cheap
+	// and must not block (the daemon passes the GOMAXPROCS controller's
+	// procs.Waker.Kick, one atomic load).
+	OnTraffic func()
 
 	// keyLog, when set (by tests only), sees every keypair as it is
 	// installed, so that a wire auditor can check what the device sends.
@@ -500,3 +505,10 @@ func (d *Device) getFrom(small bool) *batch {
 }
 
 func (d *Device) now() time.Time { return d.opts.Now() }
+
+// traffic tells Options.OnTraffic that a reader returned packets.
+func (d *Device) traffic() {
+	if f := d.opts.OnTraffic; f != nil {
+		f()
+	}
+}

@@ -46,6 +46,7 @@ func (d *Device) receiver(fn conn.ReceiveFunc) {
 			}
 		}
 		retry.ok()
+		d.traffic()
 		now := d.now()
 		rb.born = now
 		hs := countHandshakes(rb, n)

@@ -35,6 +35,7 @@ func (d *Device) tunReader() {
 			continue
 		}
 		retry.ok()
+		d.traffic()
 		rb.born = d.now()
 		rb = d.routeOutbound(rb, n)
 	}

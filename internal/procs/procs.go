@@ -12,6 +12,9 @@
 // or the process uses them, and gives back the last one when neither holds.
 //
 // The Controller is pure (the caller passes the samples); Run does the I/O.
+// An idle process has nothing for GOMAXPROCS to decide, so after a few
+// quiet intervals the controller asks to park: Run then stops sampling
+// until the data path reports traffic through a Waker.
 package procs
 
 import "time"
@@ -41,6 +44,13 @@ const (
 	// LowerAfter intervals in a row must ask to lower before the
 	// controller does: a burst of load does not move it.
 	LowerAfter = 2
+	// An interval in which the process used less than QuietUsed CPUs is
+	// quiet (an idle daemon uses about 0.001, one carrying pings at 20 Hz
+	// a few times that), and after ParkAfter quiet intervals in a row the
+	// controller asks to park: its samples then cost more than anything
+	// they could decide.
+	QuietUsed = 0.01
+	ParkAfter = 4
 )
 
 // Controller decides GOMAXPROCS from Samples. Max is the most it sets (the
@@ -50,7 +60,17 @@ const (
 type Controller struct {
 	Max, Cur int
 	low      int // intervals in a row that asked to lower
+	quiet    int // quiet intervals in a row
 }
+
+// Parked reports whether the last ParkAfter intervals were all quiet: the
+// caller may stop sampling until there is traffic again, and must call
+// Resume before the next Next.
+func (c *Controller) Parked() bool { return c.quiet >= ParkAfter }
+
+// Resume starts counting afresh after a park: the intervals before it say
+// nothing about the load that ended it.
+func (c *Controller) Resume() { c.quiet, c.low = 0, 0 }
 
 // Next takes one interval's sample and returns the GOMAXPROCS to use now:
 // more when CPUs sat idle while the process used its top P (one per idle
@@ -64,6 +84,11 @@ func (c *Controller) Next(s Sample) int {
 		return c.Cur
 	}
 	used := float64(s.Busy) / float64(s.Wall)
+	if used < QuietUsed {
+		c.quiet++
+	} else {
+		c.quiet = 0
+	}
 	switch {
 	case s.Idle >= SpareRaise && used >= float64(c.Cur-1)+RaiseUsed:
 		c.low = 0

@@ -52,6 +52,48 @@ func TestControllerDecisions(t *testing.T) {
 	}
 }
 
+// After ParkAfter quiet intervals in a row the controller asks to park;
+// one interval of use restarts the count, and so does Resume, which also
+// forgets a pending lowering.
+func TestControllerParks(t *testing.T) {
+	quiet := sample(QuietUsed/2, 1.5)
+	c := Controller{Max: 2, Cur: 2}
+	for i := range ParkAfter - 1 {
+		c.Next(quiet)
+		if c.Parked() {
+			t.Fatalf("parked after %d quiet intervals", i+1)
+		}
+	}
+	c.Next(sample(QuietUsed, 1.5)) // at the threshold: not quiet
+	for range ParkAfter - 1 {
+		c.Next(quiet)
+	}
+	if c.Parked() {
+		t.Fatal("parked although an interval in the run was not quiet")
+	}
+	c.Next(Sample{}) // an empty interval neither counts nor resets
+	if c.Parked() {
+		t.Fatal("an empty interval counted as quiet")
+	}
+	if got := c.Next(quiet); got != 2 || !c.Parked() {
+		t.Fatalf("after %d quiet intervals: GOMAXPROCS %d, parked %v; want 2, true", ParkAfter, got, c.Parked())
+	}
+	c.Resume()
+	if c.Parked() {
+		t.Fatal("still parked after Resume")
+	}
+	// A quiet process on a saturated machine asks to lower (its top P is
+	// unused); Resume forgets the first such interval.
+	c.Next(sample(0, 0.1))
+	c.Resume()
+	if got := c.Next(sample(0, 0.1)); got != 2 {
+		t.Fatalf("lowered on the first interval after Resume: %d", got)
+	}
+	if got := c.Next(sample(0, 0.1)); got != 1 {
+		t.Fatalf("did not lower on the second: %d", got)
+	}
+}
+
 func TestControllerClampsItsState(t *testing.T) {
 	c := Controller{Max: 2, Cur: 7}
 	if got := c.Next(sample(2, 1)); got != 2 {

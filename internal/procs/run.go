@@ -3,6 +3,7 @@ package procs
 import (
 	"context"
 	"runtime"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,6 +13,10 @@ type Options struct {
 	Interval time.Duration
 	// Logf reports each change; nil discards.
 	Logf func(format string, args ...any)
+	// Waker, if set, lets the controller park while the process is idle
+	// (Controller.Parked): it stops sampling until the data path calls
+	// Kick. Without one it samples all the time.
+	Waker *Waker
 
 	// read replaces the /proc/stat and getrusage sampler (tests).
 	read func() (counters, error)
@@ -56,6 +61,19 @@ func Run(ctx context.Context, o Options) {
 	t := time.NewTicker(o.Interval)
 	defer t.Stop()
 	for {
+		if c.Parked() && o.Waker != nil {
+			t.Stop()
+			if !o.Waker.wait(ctx) {
+				return
+			}
+			// The first interval after the park starts now, not when the
+			// controller parked.
+			c.Resume()
+			if now, err := read(); err == nil {
+				prev = now
+			}
+			t.Reset(o.Interval)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -71,6 +89,42 @@ func Run(ctx context.Context, o Options) {
 			logf("GOMAXPROCS %d -> %d", old, n)
 		}
 		prev = now
+	}
+}
+
+// Waker restarts a parked controller. Kick is what the data path calls on
+// traffic: one atomic load while the controller runs, a channel send only
+// the first time after it parked.
+type Waker struct {
+	parked atomic.Bool
+	ch     chan struct{}
+}
+
+// NewWaker returns a Waker for one controller.
+func NewWaker() *Waker { return &Waker{ch: make(chan struct{}, 1)} }
+
+// Kick wakes the controller if it is parked. Safe for concurrent use, and
+// it never blocks.
+func (w *Waker) Kick() {
+	if w.parked.Load() && w.parked.CompareAndSwap(true, false) {
+		select {
+		case w.ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wait parks until Kick or ctx is done; false for ctx. A Kick between
+// setting the flag and receiving leaves its token in the channel, so it
+// is not lost.
+func (w *Waker) wait(ctx context.Context) bool {
+	w.parked.Store(true)
+	select {
+	case <-w.ch:
+		return true
+	case <-ctx.Done():
+		w.parked.Store(false)
+		return false
 	}
 }
 
