@@ -45,7 +45,7 @@ func followNames(d *device.Device, t *dnsfollow.Table, logf func(string, ...any)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		dnsfollow.Run(ctx, d, t.Snapshot, dnsfollow.Options{Logf: logf})
+		dnsfollow.Run(ctx, d, t.Snapshot, dnsfollow.Options{Logf: logf, Changed: t.Changed()})
 	}()
 	return func() { cancel(); <-done }
 }

@@ -33,6 +33,11 @@ type Options struct {
 	// Logf receives a line per lookup (at most one per peer per
 	// MinInterval) and per changed address; nil discards.
 	Logf func(format string, args ...any)
+	// Changed, if set, receives a value whenever the names may have
+	// changed (Table.Changed). With it, Run stops ticking while there are
+	// no names to follow, as on a daemon configured with addresses only,
+	// and looks again when told; without it, it ticks all the time.
+	Changed <-chan struct{}
 }
 
 func (o Options) withDefaults() Options {
@@ -85,12 +90,45 @@ func Run(ctx context.Context, dev Device, names Names, opts Options) {
 	sem := make(chan struct{}, opts.MaxLookups)
 	tick := time.NewTicker(opts.Tick)
 	defer tick.Stop()
+	ticks := tick.C // nil while there is nothing to follow
 	defer func() {
 		for ; pending > 0; pending-- {
 			<-results
 		}
 	}()
 	current := map[noise.PublicKey]netip.AddrPort{}
+	look := func(now time.Time) {
+		for _, b := range pol.Sync(names()) {
+			if !reported[b] {
+				reported[b] = true
+				opts.Logf("dnsfollow: not following %q: want host:port", b)
+			}
+		}
+		if pol.Len() == 0 {
+			if opts.Changed != nil && pending == 0 {
+				tick.Stop()
+				ticks = nil
+			}
+			return
+		}
+		st := dev.Stats(math.MaxInt)
+		obs := make([]Observation, len(st.PeerStats))
+		clear(current)
+		for i, ps := range st.PeerStats {
+			obs[i] = Observation{Key: ps.PublicKey, Endpoint: ps.Endpoint, LastHandshake: ps.LastHandshake, LastInitiation: ps.LastInitiation}
+			current[ps.PublicKey] = ps.Endpoint
+		}
+		// The rest are due again next tick.
+		for _, job := range pol.Due(now, obs, cap(results)-pending) {
+			pending++
+			go func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				addrs, err := opts.Resolve(ctx, job.Host)
+				results <- result{job: job, addrs: addrs, err: err}
+			}()
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -108,33 +146,14 @@ func Run(ctx context.Context, dev Device, names Names, opts Options) {
 				err := dev.Apply(&device.Config{Peers: []device.PeerConfig{{PublicKey: key, UpdateOnly: true, Endpoint: &ap}}})
 				opts.Logf("dnsfollow: %s moved from %v to %v (applied: %v)", r.job.Host, current[key], ap, err)
 			}
-		case now := <-tick.C:
-			for _, b := range pol.Sync(names()) {
-				if !reported[b] {
-					reported[b] = true
-					opts.Logf("dnsfollow: not following %q: want host:port", b)
-				}
+		case <-opts.Changed:
+			if ticks == nil {
+				tick.Reset(opts.Tick)
+				ticks = tick.C
 			}
-			if pol.Len() == 0 {
-				continue
-			}
-			st := dev.Stats(math.MaxInt)
-			obs := make([]Observation, len(st.PeerStats))
-			clear(current)
-			for i, ps := range st.PeerStats {
-				obs[i] = Observation{Key: ps.PublicKey, Endpoint: ps.Endpoint, LastHandshake: ps.LastHandshake, LastInitiation: ps.LastInitiation}
-				current[ps.PublicKey] = ps.Endpoint
-			}
-			// The rest are due again next tick.
-			for _, job := range pol.Due(now, obs, cap(results)-pending) {
-				pending++
-				go func() {
-					sem <- struct{}{}
-					defer func() { <-sem }()
-					addrs, err := opts.Resolve(ctx, job.Host)
-					results <- result{job: job, addrs: addrs, err: err}
-				}()
-			}
+			look(time.Now())
+		case now := <-ticks:
+			look(now)
 		}
 	}
 }

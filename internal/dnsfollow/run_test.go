@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/fips-go/fips-go/conn/membind"
@@ -123,4 +124,66 @@ func TestRateLimitHoldsOnADevice(t *testing.T) {
 	if max := int32(time.Since(start)/time.Second) + 1; n < 2 || n > max {
 		t.Errorf("%d lookups in %v, want between 2 and %d", n, time.Since(start).Round(time.Millisecond), max)
 	}
+}
+
+// statsDevice is a Device with no peers that counts how often Run looks.
+type statsDevice struct{ looks atomic.Int64 }
+
+func (d *statsDevice) Stats(int) device.Stats {
+	d.looks.Add(1)
+	return device.Stats{}
+}
+func (d *statsDevice) Apply(*device.Config) error { return nil }
+
+// With Options.Changed, Run does not tick while the table is empty (a
+// daemon configured with addresses only), looks at once when a name is
+// set, ticks while there are names, and stops again once they are gone.
+func TestRunSleepsWithoutNames(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		table := dnsfollow.NewTable()
+		var reads atomic.Int64
+		names := func() map[noise.PublicKey]string {
+			reads.Add(1)
+			return table.Snapshot()
+		}
+		dev := &statsDevice{}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			dnsfollow.Run(ctx, dev, names, dnsfollow.Options{Tick: time.Second, Changed: table.Changed(),
+				Resolve: func(context.Context, string) ([]netip.Addr, error) { return nil, nil }})
+		}()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := reads.Load(); got != 1 {
+			t.Fatalf("names read %d times in an empty minute, want 1 (the first tick)", got)
+		}
+		var key noise.PublicKey
+		key[0] = 1
+		if err := table.Set(map[noise.PublicKey]string{key: "b.example:51820"}, false); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got := reads.Load(); got != 2 || dev.looks.Load() != 1 {
+			t.Fatalf("after Set: names read %d times, device looked at %d; want 2 and 1", got, dev.looks.Load())
+		}
+		time.Sleep(10*time.Second + time.Millisecond)
+		synctest.Wait()
+		if got := dev.looks.Load(); got != 11 {
+			t.Fatalf("device looked at %d times after 10 ticks with a name, want 11", got)
+		}
+		if err := table.Set(nil, true); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		n := reads.Load()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := reads.Load(); got != n {
+			t.Fatalf("names read %d more times in a minute after the last name went", got-n)
+		}
+		cancel()
+		<-done
+	})
 }

@@ -19,12 +19,19 @@ var ErrTooManyNames = errors.New("dnsfollow: too many endpoint names")
 // Table is the set of names a daemon follows, shared between the UAPI
 // server (which sets them) and Run (which reads them every tick).
 type Table struct {
-	mu    sync.Mutex // guards names
-	names map[noise.PublicKey]string
+	mu      sync.Mutex // guards names
+	names   map[noise.PublicKey]string
+	changed chan struct{}
 }
 
 // NewTable returns an empty table.
-func NewTable() *Table { return &Table{names: map[noise.PublicKey]string{}} }
+func NewTable() *Table {
+	return &Table{names: map[noise.PublicKey]string{}, changed: make(chan struct{}, 1)}
+}
+
+// Changed receives a value after a Set, for Options.Changed: one value
+// stands for any number of Sets since it was last received.
+func (t *Table) Changed() <-chan struct{} { return t.changed }
 
 // Set records names, an empty name forgetting the peer's; with replace the
 // table becomes exactly the non-empty names. All or nothing.
@@ -46,6 +53,10 @@ func (t *Table) Set(names map[noise.PublicKey]string, replace bool) error {
 		return ErrTooManyNames
 	}
 	t.names = next
+	select {
+	case t.changed <- struct{}{}:
+	default:
+	}
 	return nil
 }
 
