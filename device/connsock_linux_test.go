@@ -237,10 +237,9 @@ func TestOnTrafficFromEveryReader(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkGoroutines(t)
-			hostA, hostB := tc.hostA, tc.hostB
 			var ca, cb atomic.Int64
-			a := newNode(t, memtun.New("a", 1420, 4096), tc.bind(hostA), addrA, hostA, Options{OnTraffic: func() { ca.Add(1) }})
-			b := newNode(t, memtun.New("b", 1420, 4096), tc.bind(hostB), addrB, hostB, Options{OnTraffic: func() { cb.Add(1) }})
+			a := newNode(t, memtun.New("a", 1420, 4096), tc.bind(tc.hostA), addrA, tc.hostA, Options{OnTraffic: func() { ca.Add(1) }})
+			b := newNode(t, memtun.New("b", 1420, 4096), tc.bind(tc.hostB), addrB, tc.hostB, Options{OnTraffic: func() { cb.Add(1) }})
 			link(t, a, b)
 			exchange(t, a, b, 0) // the handshake
 			a0, b0 := ca.Load(), cb.Load()

@@ -11,8 +11,9 @@ import (
 )
 
 // Keypair is the pair of transport keys one handshake produced. Seal, Open,
-// NextCounter and SendCount are safe for concurrent use and allocate
-// nothing; the exported fields are set by DeriveKeypair and read-only after.
+// NextCounter and SendCount are safe for concurrent use (each caller with
+// its own Nonce) and allocate nothing; the exported fields are set by
+// DeriveKeypair and read-only after.
 type Keypair struct {
 	LocalIndex  uint32 // receiver index peers put on messages to us
 	RemoteIndex uint32 // receiver index we put on messages to the peer
