@@ -5,15 +5,17 @@ package conn
 // below decides which runs of a Send batch become one such message. It is a
 // pure function so it can be tested and fuzzed without sockets.
 
+// GSOMaxSegments and GSOMaxBytes bound one message of the Linux bind; the
+// device sizes the TUN's TSO super-packets by them (device/tso.go).
 const (
-	// gsoMaxSegments is the kernel's UDP_MAX_SEGMENTS on every kernel that
+	// GSOMaxSegments is the kernel's UDP_MAX_SEGMENTS on every kernel that
 	// has UDP_SEGMENT (newer kernels allow more; 64 is safe everywhere).
-	gsoMaxSegments = 64
-	// gsoMaxBytes keeps one message within the 16-bit IPv6 payload length
+	GSOMaxSegments = 64
+	// GSOMaxBytes keeps one message within the 16-bit IPv6 payload length
 	// (65535 minus the UDP header) and the IPv4 total length (65535 minus
 	// 20 bytes of IP and 8 of UDP) alike, with room for IPv6's larger
 	// header: 65535 - 40 - 8.
-	gsoMaxBytes = 1<<16 - 1 - 40 - 8
+	GSOMaxBytes = 1<<16 - 1 - 40 - 8
 )
 
 // gsoGroup is the run bufs[start:end] sent as one message. When it holds

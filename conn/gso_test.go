@@ -107,8 +107,8 @@ func TestPlanGSO(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			bufs := sized(tc.sizes...)
-			got := planGSO(nil, bufs, gsoMaxSegments, gsoMaxBytes, tc.segLimit)
-			checkPlan(t, got, bufs, gsoMaxSegments, gsoMaxBytes, tc.segLimit)
+			got := planGSO(nil, bufs, GSOMaxSegments, GSOMaxBytes, tc.segLimit)
+			checkPlan(t, got, bufs, GSOMaxSegments, GSOMaxBytes, tc.segLimit)
 			if len(got) != len(tc.want) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
@@ -123,17 +123,17 @@ func TestPlanGSO(t *testing.T) {
 
 func TestPlanGSOWithoutOffload(t *testing.T) {
 	bufs := sized(repeat(10, 1420)...)
-	got := planGSO(nil, bufs, 1, gsoMaxBytes, 0)
+	got := planGSO(nil, bufs, 1, GSOMaxBytes, 0)
 	if len(got) != 10 {
 		t.Fatalf("maxSegs 1 gave %d groups for 10 datagrams", len(got))
 	}
-	checkPlan(t, got, bufs, 1, gsoMaxBytes, 0)
+	checkPlan(t, got, bufs, 1, GSOMaxBytes, 0)
 }
 
 func TestPlanGSOAllocs(t *testing.T) {
 	bufs := sized(repeat(128, 1420)...)
 	groups := make([]gsoGroup, 0, 128)
-	if a := testing.AllocsPerRun(100, func() { groups = planGSO(groups[:0], bufs, gsoMaxSegments, gsoMaxBytes, 1500) }); a != 0 {
+	if a := testing.AllocsPerRun(100, func() { groups = planGSO(groups[:0], bufs, GSOMaxSegments, GSOMaxBytes, 1500) }); a != 0 {
 		t.Fatalf("planGSO allocated %v times per run", a)
 	}
 }

@@ -173,9 +173,9 @@ func (b *LinuxBind) sendChunk(s *udpSocket, sc *sendScratch, chunk [][]byte, src
 		gso := s.gso.Load()
 		maxSegs := 1
 		if gso {
-			maxSegs = gsoMaxSegments
+			maxSegs = GSOMaxSegments
 		}
-		sc.groups = planGSO(sc.groups[:0], chunk, maxSegs, gsoMaxBytes, int(s.segLimit.Load()))
+		sc.groups = planGSO(sc.groups[:0], chunk, maxSegs, GSOMaxBytes, int(s.segLimit.Load()))
 		nm := sc.build(chunk, *src)
 		sent, err := sc.call.sendmmsg(s.rc, sc.msgs[:nm])
 		sc.forget(len(chunk))

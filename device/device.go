@@ -204,6 +204,11 @@ type Device struct {
 	tp    timers.Params
 	mtu   atomic.Int32
 	mtuMu sync.Mutex // serializes mtuChanged (event loop and TUN reader)
+	// tsoMTU is the MTU the TUN's GSO maximum was last sized for (0:
+	// never), tsoShrunk whether that left it below the kernel's default;
+	// both under mtuMu (see sizeTSO).
+	tsoMTU    int
+	tsoShrunk bool
 	// lastMTUProbe is when a receiver last re-read the MTU (Unix ns).
 	lastMTUProbe atomic.Int64
 	pools        atomic.Pointer[pools] // swapped whole when the MTU outgrows the buffers
@@ -291,6 +296,7 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 		return nil, fmt.Errorf("device: reading TUN MTU: %w", err)
 	}
 	d.mtu.Store(int32(mtu))
+	d.sizeTSO(mtu)
 	d.pools.Store(d.newPools(bufSizeFor(mtu)))
 	d.wheel = newTimerWheel(d)
 	d.staging = newStagePool(opts.StagingBuffers, max(mtu, 1500))
@@ -443,6 +449,7 @@ func (d *Device) mtuChanged() {
 		return
 	}
 	d.mtu.Store(int32(mtu))
+	d.sizeTSO(mtu)
 	old := d.pools.Load()
 	if need := bufSizeFor(mtu); need > old.full.bufSize {
 		d.pools.Store(d.newPools(need))

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -399,5 +400,54 @@ func readBack(t *testing.T, c net.Conn, want []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatal("the TCP stream differs from what was written")
+	}
+}
+
+// gsoMaxOf reads the interface's GSO maximum as `ip -d link show` has it.
+func gsoMaxOf(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command("ip", "-d", "link", "show", name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip -d link show %s: %v\n%s", name, err, out)
+	}
+	f := strings.Fields(string(out))
+	for i := range len(f) - 1 {
+		if f[i] == "gso_max_size" {
+			return f[i+1]
+		}
+	}
+	t.Fatalf("no gso_max_size in:\n%s", out)
+	return ""
+}
+
+// SetGSOMaxSize changes the interface's GSO maximum (which bounds the TSO
+// super-packets TCP sends through it) and refuses sizes the kernel would.
+func TestKernelTUNSetGSOMaxSize(t *testing.T) {
+	requireRoot(t)
+	name := fmt.Sprintf("fipsg%d", os.Getpid()%100000)
+	dev, _, _ := upTUN(t, name, (os.Getpid()+1)%256)
+	sz, ok := dev.(interface{ SetGSOMaxSize(int) error })
+	if !ok {
+		t.Fatalf("%T cannot set its GSO maximum", dev)
+	}
+	if err := sz.SetGSOMaxSize(62007); err != nil {
+		t.Fatal(err)
+	}
+	if got := gsoMaxOf(t, name); got != "62007" {
+		t.Fatalf("gso_max_size %s after setting 62007", got)
+	}
+	for _, bad := range []int{0, -1, 1<<16 + 1} {
+		if err := sz.SetGSOMaxSize(bad); err == nil {
+			t.Errorf("SetGSOMaxSize(%d) accepted", bad)
+		}
+	}
+	if got := gsoMaxOf(t, name); got != "62007" {
+		t.Fatalf("gso_max_size %s after refused settings, want 62007 still", got)
+	}
+	if err := sz.SetGSOMaxSize(1 << 16); err != nil {
+		t.Fatal(err)
+	}
+	if got := gsoMaxOf(t, name); got != "65536" {
+		t.Fatalf("gso_max_size %s after setting the default back", got)
 	}
 }
