@@ -84,7 +84,7 @@ func (d *Device) sizeTSO(mtu int) {
 		size = tsoLegacyMax
 	}
 	if err := sz.SetGSOMaxSize(size); err != nil {
-		d.opts.Logf("device: MTU %d: TSO super-packets left at the kernel's size: %v", mtu, err)
+		d.opts.Logf("device: MTU %d: the TUN's GSO maximum is not %d: %v", mtu, size, err)
 		return
 	}
 	d.tsoShrunk = shrink

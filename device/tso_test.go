@@ -138,7 +138,7 @@ func TestDeviceSizesTSO(t *testing.T) {
 	step(1420, errors.New("operation not permitted")) // refused: logged
 	mu.Lock()
 	if !slices.ContainsFunc(logged, func(l string) bool {
-		return strings.Contains(l, "MTU 1420: TSO super-packets left at the kernel's size: operation not permitted")
+		return strings.Contains(l, "MTU 1420: the TUN's GSO maximum is not 62007: operation not permitted")
 	}) {
 		t.Fatalf("refusal not logged: %q", logged)
 	}
