@@ -23,32 +23,16 @@ func (d *kernelDevice) SetGSOMaxSize(size int) error {
 	if size <= 0 || size > 1<<16 {
 		return fmt.Errorf("tun: GSO maximum %d outside 1..65536", size)
 	}
-	name, err := devName(d.file)
-	if err != nil {
-		return err
-	}
-	nsfd, err := devNetns(d.file)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(nsfd)
-	id, err := nsIDOf(nsfd)
-	if err != nil {
-		return err
-	}
-	f, err := routeSocket(nsfd, id, d.own, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	ifr, err := ifreqGet(f, name, unix.SIOCGIFINDEX)
-	if err != nil {
-		return fmt.Errorf("tun: index of %q: %w", name, err)
-	}
-	if err := linkRequest(f, setGSOMaxMsg(int32(ifr.Uint32()), uint32(size))); err != nil {
-		return fmt.Errorf("tun: GSO maximum of %q: %w", name, err)
-	}
-	return nil
+	return d.askWhereItLives(false, func(f *os.File, name string) error {
+		ifr, err := ifreqGet(f, name, unix.SIOCGIFINDEX)
+		if err != nil {
+			return fmt.Errorf("tun: index of %q: %w", name, err)
+		}
+		if err := linkRequest(f, setGSOMaxMsg(int32(ifr.Uint32()), uint32(size))); err != nil {
+			return fmt.Errorf("tun: GSO maximum of %q: %w", name, err)
+		}
+		return nil
+	})
 }
 
 // setGSOMaxMsg is an RTM_NEWLINK request that changes only the GSO maximum

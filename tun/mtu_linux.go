@@ -1,6 +1,8 @@
 package tun
 
 import (
+	"os"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -15,41 +17,50 @@ func (d *kernelDevice) MTU() (int, error) {
 	return d.Device.MTU()
 }
 
-func (d *kernelDevice) mtuWhereItLives() (int, error) {
+func (d *kernelDevice) mtuWhereItLives() (mtu int, err error) {
+	err = d.askWhereItLives(true, func(f *os.File, name string) error {
+		ifr, err := ifreqGet(f, name, unix.SIOCGIFMTU)
+		if err == nil {
+			mtu = int(ifr.Uint32())
+		}
+		return err
+	})
+	return mtu, err
+}
+
+// askWhereItLives runs ask with an rtnetlink socket in the namespace the
+// interface lives in now and the interface's name there. With share, and
+// while that namespace is ours, the socket is the link listener's, used
+// under d.mu, which suits ioctls only (a request would race the
+// listener's reads for the answer); otherwise it is opened for the call
+// and closed after, since keeping a socket in another namespace would
+// keep that namespace alive.
+func (d *kernelDevice) askWhereItLives(share bool, ask func(f *os.File, name string) error) error {
 	name, err := devName(d.file)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	nsfd, err := devNetns(d.file)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer unix.Close(nsfd)
 	id, err := nsIDOf(nsfd)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	// While the interface is in our namespace the listener's socket is
-	// there already; elsewhere a throwaway one is needed, since keeping a
-	// socket there would keep the namespace alive.
-	d.mu.Lock()
-	if d.cur != nil && d.cur.id == id {
-		ifr, err := ifreqGet(d.cur.f, name, unix.SIOCGIFMTU)
-		d.mu.Unlock()
-		if err != nil {
-			return 0, err
+	if share {
+		d.mu.Lock()
+		if d.cur != nil && d.cur.id == id {
+			defer d.mu.Unlock()
+			return ask(d.cur.f, name)
 		}
-		return int(ifr.Uint32()), nil
+		d.mu.Unlock()
 	}
-	d.mu.Unlock()
 	f, err := routeSocket(nsfd, id, d.own, 0)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer f.Close()
-	ifr, err := ifreqGet(f, name, unix.SIOCGIFMTU)
-	if err != nil {
-		return 0, err
-	}
-	return int(ifr.Uint32()), nil
+	return ask(f, name)
 }
