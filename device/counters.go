@@ -47,6 +47,8 @@ const (
 	cRxAQMMarks
 	cTxPackets
 	cRxPackets
+	cTxTUNReads
+	cTxTUNReadBytes
 	numCounters
 )
 
@@ -91,6 +93,8 @@ var counterNames = [numCounters]string{
 	cRxAQMMarks:                   "rx_aqm_ecn_marks",
 	cTxPackets:                    "tx_packets",
 	cRxPackets:                    "rx_packets",
+	cTxTUNReads:                   "tx_tun_reads",
+	cTxTUNReadBytes:               "tx_tun_read_bytes",
 }
 
 // counters is the device's set; each is cumulative and updated atomically.

@@ -100,6 +100,14 @@ type Options struct {
 	MaxAllowedIPs int
 	// ListenPort is the UDP port to open at start (0 picks one).
 	ListenPort uint16
+	// SizeTSO sets the TUN's GSO maximum so that one TSO super-packet of
+	// the host's own TCP seals into one UDP message (see tso.go). Off by
+	// default: the kernel also applies that maximum to packets it forwards
+	// into the TUN, and cuts every forwarded super-packet at or above it
+	// in software, so on a gateway the daemon read one packet per read and
+	// carried half the throughput. Only a host that never forwards into
+	// its tunnel gains from it (a few percent, see docs/benchmarks.md).
+	SizeTSO bool
 	// Timers shortens protocol times for tests; the zero value is the
 	// protocol's defaults, which is what every production caller wants.
 	Timers timers.Params

@@ -97,7 +97,27 @@ func (s *sizedTUN) take(failNext error) []int {
 	return got
 }
 
-// The device sizes the TUN's super-packets at start and after each MTU
+// By default the device leaves the TUN's GSO maximum to the kernel, at
+// start and through MTU changes: the kernel holds forwarded packets to it
+// too, and a gateway whose TUN had a smaller one read every forwarded
+// super-packet as single packets.
+func TestDeviceLeavesGSOMaxByDefault(t *testing.T) {
+	td := &sizedTUN{Device: memtun.New("tso", 1420, 16)}
+	d, err := New(td, membind.NewNetwork(membind.NetOptions{}).NewBind(netip.MustParseAddr("192.0.2.2")), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, mtu := range []int{1420, 1280, 9000, 1420} {
+		td.SetMTU(mtu)
+		d.mtuChanged()
+	}
+	if got := td.take(nil); len(got) != 0 {
+		t.Fatalf("GSO maximum set to %v without Options.SizeTSO", got)
+	}
+}
+
+// With Options.SizeTSO the device sizes the TUN's super-packets at start and after each MTU
 // change that calls for it, gives the kernel's default back when a new
 // MTU needs none, asks nothing when the MTU did not change, and carries on
 // (logging) when the TUN refuses.
@@ -106,6 +126,7 @@ func TestDeviceSizesTSO(t *testing.T) {
 	var mu sync.Mutex
 	var logged []string
 	d, err := New(td, membind.NewNetwork(membind.NetOptions{}).NewBind(netip.MustParseAddr("192.0.2.1")), Options{
+		SizeTSO: true,
 		Logf: func(f string, a ...any) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -35,6 +35,7 @@ func (d *Device) tunReader() {
 			continue
 		}
 		retry.ok()
+		d.countTUNRead(rb.sizes[:n])
 		d.traffic()
 		rb.born = d.now()
 		rb = d.routeOutbound(rb, n)
@@ -42,6 +43,20 @@ func (d *Device) tunReader() {
 	if rb != nil {
 		rb.release()
 	}
+}
+
+// countTUNRead counts one read that returned packets and their bytes. Their
+// ratio is the size of what the kernel hands the TUN: a super-packet of
+// tens of KiB when TSO reaches the interface, one MTU when the kernel cut
+// it up in software first (a GSO maximum below the forwarded packets'
+// size does that), which costs a read per packet.
+func (d *Device) countTUNRead(sizes []int) {
+	var b int
+	for _, s := range sizes {
+		b += s
+	}
+	d.ctr.inc(cTxTUNReads)
+	d.ctr.add(cTxTUNReadBytes, uint64(b))
 }
 
 // tunReadFailed counts a failed read and waits as retry says; false means
