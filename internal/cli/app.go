@@ -1,14 +1,39 @@
-package main
+// Package cli is the fips-go command: it reads the flags and the
+// environment (nowhere else in the module does) and wires the packages
+// below it into the daemon, the client commands, the rootless modes and
+// the self-benchmark.
+package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 
+	"github.com/fips-go/fips-go/internal/userns"
 	"github.com/urfave/cli/v3"
 )
 
-// version is the fips-go release; set at build time with -ldflags "-X main.version=...".
+// version is the fips-go release; set at build time with
+// -ldflags "-X github.com/fips-go/fips-go/internal/cli.version=...".
 var version = "0.1.0-dev"
+
+// Main runs the command line args (args[0] is the program) and returns
+// the process's exit status.
+func Main(args []string) int {
+	if os.Getenv(userns.ChildEnv) != "" {
+		userns.ChildMain() // the namespace side of `userspace -- CMD`; never returns
+	}
+	if err := newApp().Run(context.Background(), args); err != nil {
+		var es exitStatus
+		if errors.As(err, &es) {
+			return int(es)
+		}
+		fmt.Fprintln(os.Stderr, "fips-go:", err)
+		return 1
+	}
+	return 0
+}
 
 func newApp() *cli.Command {
 	cmds := keyCommands()

@@ -1,6 +1,6 @@
 //go:build fipsgo_testtimers
 
-package main
+package cli
 
 import (
 	"os"

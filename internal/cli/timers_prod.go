@@ -1,6 +1,6 @@
 //go:build !fipsgo_testtimers
 
-package main
+package cli
 
 import "github.com/fips-go/fips-go/device/timers"
 

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"cmp"
@@ -24,8 +24,8 @@ import (
 )
 
 // The rootless modes: a command in a network namespace of its own
-// (cli_userns.go), or the tunnel's far side reached through a userspace
-// TCP/IP stack with proxies, port forwards and ping (cli_netstack.go). No
+// (userns.go), or the tunnel's far side reached through a userspace
+// TCP/IP stack with proxies, port forwards and ping (netstack.go). No
 // root, no capabilities.
 
 func userspaceCommand() *cli.Command {
