@@ -16,7 +16,7 @@ import (
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/aqm"
 	"github.com/fips-go/fips-go/internal/chachapoly"
-	"github.com/fips-go/fips-go/internal/dnsfollow"
+	"github.com/fips-go/fips-go/dnsfollow"
 	"github.com/fips-go/fips-go/internal/procs"
 	"github.com/fips-go/fips-go/internal/schedslice"
 	"github.com/fips-go/fips-go/ipc"

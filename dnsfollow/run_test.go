@@ -15,7 +15,7 @@ import (
 	"github.com/fips-go/fips-go/device/devicetest"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/device/timers"
-	"github.com/fips-go/fips-go/internal/dnsfollow"
+	"github.com/fips-go/fips-go/dnsfollow"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
 
