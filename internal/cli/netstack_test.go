@@ -10,29 +10,31 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/fips-go/fips-go/rootless"
 )
 
 func TestParseForward(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		want forward
+		want rootless.Forward
 		ok   bool
 	}{
-		{"127.0.0.1:8080=10.0.0.1:80", forward{local: "127.0.0.1:8080", remote: netip.MustParseAddrPort("10.0.0.1:80")}, true},
-		{"8080=10.0.0.1:80", forward{local: "127.0.0.1:8080", remote: netip.MustParseAddrPort("10.0.0.1:80")}, true},
-		{"tcp::8080=10.0.0.1:80", forward{local: "127.0.0.1:8080", remote: netip.MustParseAddrPort("10.0.0.1:80")}, true},
-		{"udp:5353=10.0.0.1:53", forward{udp: true, local: "127.0.0.1:5353", remote: netip.MustParseAddrPort("10.0.0.1:53")}, true},
-		{"10.0.0.1:22", forward{local: "127.0.0.1:22", remote: netip.MustParseAddrPort("10.0.0.1:22")}, true},
-		{"0.0.0.0:22=10.0.0.1:22", forward{local: "0.0.0.0:22", remote: netip.MustParseAddrPort("10.0.0.1:22")}, true},
-		{"8080=peer:80", forward{}, false},
-		{"8080=10.0.0.1:0", forward{}, false},
+		{"127.0.0.1:8080=10.0.0.1:80", rootless.Forward{Local: "127.0.0.1:8080", Remote: netip.MustParseAddrPort("10.0.0.1:80")}, true},
+		{"8080=10.0.0.1:80", rootless.Forward{Local: "127.0.0.1:8080", Remote: netip.MustParseAddrPort("10.0.0.1:80")}, true},
+		{"tcp::8080=10.0.0.1:80", rootless.Forward{Local: "127.0.0.1:8080", Remote: netip.MustParseAddrPort("10.0.0.1:80")}, true},
+		{"udp:5353=10.0.0.1:53", rootless.Forward{UDP: true, Local: "127.0.0.1:5353", Remote: netip.MustParseAddrPort("10.0.0.1:53")}, true},
+		{"10.0.0.1:22", rootless.Forward{Local: "127.0.0.1:22", Remote: netip.MustParseAddrPort("10.0.0.1:22")}, true},
+		{"0.0.0.0:22=10.0.0.1:22", rootless.Forward{Local: "0.0.0.0:22", Remote: netip.MustParseAddrPort("10.0.0.1:22")}, true},
+		{"8080=peer:80", rootless.Forward{}, false},
+		{"8080=10.0.0.1:0", rootless.Forward{}, false},
 	} {
 		got, err := parseForward(tc.in)
 		if (err == nil) != tc.ok || (tc.ok && got != tc.want) {
 			t.Errorf("%q: %+v, %v", tc.in, got, err)
 		}
 	}
-	if r, err := parseReverse("9000=8080"); err != nil || r != (reverse{port: 9000, local: "127.0.0.1:8080"}) {
+	if r, err := parseReverse("9000=8080"); err != nil || r != (rootless.Reverse{Port: 9000, Local: "127.0.0.1:8080"}) {
 		t.Errorf("reverse: %+v %v", r, err)
 	}
 	for _, bad := range []string{"9000", "0=80", "x=80", "70000=80", "9000="} {

@@ -10,11 +10,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
-	"github.com/fips-go/fips-go/internal/userns"
 	"github.com/fips-go/fips-go/ipc"
-	"github.com/fips-go/fips-go/tun"
+	"github.com/fips-go/fips-go/rootless"
 )
 
 // `fips-go userspace -c FILE -- CMD`: CMD runs in a new user and network
@@ -45,76 +43,34 @@ func runUserspaceCmd(o userspaceOptions, args []string) error {
 			}
 		}
 	}
-	sess, err := userns.Start(userns.Options{
-		Name: o.name, MTU: o.mtu, Addresses: o.prefixes, Routes: allowedRoutes(o.cfg),
+	cmd, err := rootless.StartCommand(rootless.CommandOptions{
+		Config: o.cfg, Name: o.name, MTU: o.mtu, Addresses: o.prefixes,
 		DNS: o.dns, DNSSearch: o.dnsSearch, Args: args,
+		Device: kernelTUNOptions(o.logf), Bind: bindOptions(o.logf),
 	})
-	if err != nil {
-		if errors.Is(err, exec.ErrNotFound) {
-			return err
-		}
+	var nsErr *rootless.NamespaceError
+	if errors.As(err, &nsErr) && !errors.Is(err, exec.ErrNotFound) {
 		return fmt.Errorf("%w\nThe netstack modes need no namespaces and no /dev/net/tun: --socks5 1080, --http 8080 or -L LOCAL=REMOTE", err)
 	}
-	dev, err := serveTUN(o, sess.TUN)
 	if err != nil {
-		sess.Abort()
 		return err
 	}
-	defer dev.Close()
+	defer cmd.Close()
 	if o.socketDir != "" {
-		l, err := listenUAPI(o, dev)
+		l, err := listenUAPI(o, cmd.Device)
 		if err != nil {
-			sess.Abort()
 			return err
 		}
 		defer l.Close()
 	}
-	if err := sess.Go(); err != nil {
-		sess.Abort()
+	code, err := cmd.Run(sigs)
+	if err != nil {
 		return fmt.Errorf("userns: start the command: %w", err)
 	}
-	done := make(chan int, 1)
-	go func() { done <- sess.Wait() }()
-	devDone := dev.Done()
-	for {
-		select {
-		case s := <-sigs:
-			sess.Signal(s)
-		case <-devDone:
-			o.logf("tunnel stopped: %v; ending the command", dev.Err())
-			sess.Signal(syscall.SIGTERM)
-			devDone = nil
-		case code := <-done:
-			if code != 0 {
-				return exitStatus(code)
-			}
-			return nil
-		}
+	if code != 0 {
+		return exitStatus(code)
 	}
-}
-
-// serveTUN runs a device on the namespace's TUN with its bind here.
-func serveTUN(o userspaceOptions, fd int) (*device.Device, error) {
-	t, err := tun.CreateDetached(fd, o.mtu)
-	if err != nil {
-		return nil, err
-	}
-	var port uint16
-	if o.cfg.ListenPort != nil {
-		port = *o.cfg.ListenPort
-	}
-	dopts := kernelTUNOptions(o.logf)
-	dopts.ListenPort = port
-	dev, err := device.New(t, conn.NewDefault(bindOptions(o.logf)), dopts)
-	if err != nil {
-		t.Close()
-		return nil, err
-	}
-	if err := dev.Apply(o.cfg); err != nil {
-		dev.Close()
-		return nil, err
-	}
-	return dev, nil
+	return nil
 }
 
 // listenUAPI serves the UAPI socket for dev. When the name was not
@@ -159,25 +115,6 @@ func loopbackResolvers(conf string) []string {
 		if len(f) >= 2 && f[0] == "nameserver" {
 			if a, err := netip.ParseAddr(f[1]); err == nil && a.Unmap().IsLoopback() {
 				out = append(out, f[1])
-			}
-		}
-	}
-	return out
-}
-
-// allowedRoutes are the peers' allowed IPs, each once.
-func allowedRoutes(cfg *device.Config) []netip.Prefix {
-	seen := map[netip.Prefix]bool{}
-	var out []netip.Prefix
-	for _, p := range cfg.Peers {
-		for _, c := range p.AllowedIPs {
-			if c.Remove {
-				continue
-			}
-			a := c.Prefix.Masked()
-			if !seen[a] {
-				seen[a] = true
-				out = append(out, a)
 			}
 		}
 	}

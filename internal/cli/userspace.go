@@ -9,16 +9,15 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/dnsfollow"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/proxy"
+	"github.com/fips-go/fips-go/rootless"
 	"github.com/fips-go/fips-go/tun/netstack"
 	"github.com/urfave/cli/v3"
 )
@@ -89,7 +88,7 @@ type userspaceOptions struct {
 	cfg        *device.Config
 	names      map[noise.PublicKey]string // peers whose Endpoint is a host name
 	metrics    metricsConfig
-	reverses   []reverse
+	reverses   []rootless.Reverse
 	socks5     string // listen address, "" for none
 	socks5Auth string // USER:PASS, "" for none
 	httpProxy  string
@@ -102,7 +101,7 @@ type userspaceOptions struct {
 	addrs      []netip.Addr
 	dns        []netip.Addr
 	dnsSearch  []string
-	forwards   []forward
+	forwards   []rootless.Forward
 	mtu        int
 	name       string
 	nameSet    bool   // --name given: never pick another
@@ -251,27 +250,18 @@ func (o *userspaceOptions) netstackFlags(c *cli.Command) error {
 
 // runUserspace runs the netstack modes until ctx ends.
 func runUserspace(ctx context.Context, o userspaceOptions) error {
-	ns, err := netstack.New(netstack.Options{Addresses: o.addrs, MTU: o.mtu, Name: o.name})
+	tn, err := rootless.OpenNetstack(rootless.NetstackOptions{
+		Config: o.cfg, Addresses: o.addrs, MTU: o.mtu, Name: o.name,
+		Device: device.Options{Logf: o.logf},
+	})
 	if err != nil {
 		return err
 	}
-	var port uint16
-	if o.cfg.ListenPort != nil {
-		port = *o.cfg.ListenPort
-	}
-	dev, err := device.New(ns, conn.NewDefault(conn.Options{}), device.Options{ListenPort: port, Logf: o.logf})
-	if err != nil {
-		ns.Close()
-		return err
-	}
-	defer dev.Close()
-	if err := dev.Apply(o.cfg); err != nil {
-		return err
-	}
+	defer tn.Close()
 	if o.ping.IsValid() {
-		return pingThrough(ctx, ns, o)
+		return pingThrough(ctx, tn.Net, o)
 	}
-	stopMetrics, err := startMetrics(o.metrics, o.name, dev, o.logf)
+	stopMetrics, err := startMetrics(o.metrics, o.name, tn.Device, o.logf)
 	if err != nil {
 		return err
 	}
@@ -282,33 +272,35 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 	if err := names.Set(o.names, true); err != nil {
 		return err
 	}
-	stopFollow := followNames(dev, names, o.logf)
+	stopFollow := followNames(tn.Device, names, o.logf)
 	defer stopFollow()
 	if o.socketDir != "" {
-		l, err := listenUAPI(o, namedDevice{dev, names})
+		l, err := listenUAPI(o, namedDevice{tn.Device, names})
 		if err != nil {
 			return err
 		}
 		defer l.Close()
 	}
-	// Deferred in this order so that on return the listeners close, then
-	// the services are told to stop, then they are waited for.
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	locals, closeAll, err := netstackServices(ctx, &wg, ns, o)
+	user, pass, _ := strings.Cut(o.socks5Auth, ":")
+	svc, err := rootless.Start(ctx, tn.Net, o.addrs, rootless.Options{
+		Forwards: o.forwards, Reverses: o.reverses,
+		SOCKS5: o.socks5, SOCKS5User: user, SOCKS5Password: pass, HTTP: o.httpProxy,
+		DNS: o.dns, MaxConns: o.maxConns, IdleTimeout: o.idle,
+		Logf: o.logf, Notef: o.notef,
+	})
 	if err != nil {
 		return err
 	}
-	defer closeAll()
+	// On return the listeners close and their connections end before the
+	// device does.
+	defer svc.Close()
 	if o.ready != nil {
-		o.ready(locals)
+		o.ready(svc.Addrs())
 	}
 	select {
 	case <-ctx.Done():
-	case <-dev.Done():
-		return dev.Err()
+	case <-tn.Device.Done():
+		return tn.Device.Err()
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package cli
+package rootless
 
 import (
 	"context"
@@ -21,7 +21,7 @@ type udpFlow struct {
 // serveUDPForward relays datagrams between local clients of pc and remote
 // inside the tunnel: each client address gets its own tunnel socket, so
 // replies find their way back. Flows count against lim and end when idle.
-func serveUDPForward(ctx context.Context, pc *net.UDPConn, ns *netstack.Net, remote netip.AddrPort, lim *proxy.Limiter, o userspaceOptions) {
+func serveUDPForward(ctx context.Context, pc *net.UDPConn, ns *netstack.Net, remote netip.AddrPort, lim *proxy.Limiter, o Options) {
 	var mu sync.Mutex // guards flows
 	flows := map[netip.AddrPort]*udpFlow{}
 	var wg sync.WaitGroup
@@ -44,21 +44,21 @@ func serveUDPForward(ctx context.Context, pc *net.UDPConn, ns *netstack.Net, rem
 		if f == nil {
 			if !lim.TryAcquire() {
 				mu.Unlock()
-				o.logf("-L udp to %v: dropping a datagram from %v: %d flows open (the limit)", remote, from, lim.Cap())
+				o.Logf("udp forward to %v: dropping a datagram from %v: %d flows open (the limit)", remote, from, lim.Cap())
 				continue
 			}
 			c, err := ns.DialUDPAddrPort(netip.AddrPort{}, remote)
 			if err != nil {
 				lim.Release()
 				mu.Unlock()
-				o.logf("-L udp to %v: %v", remote, err)
+				o.Logf("udp forward to %v: %v", remote, err)
 				continue
 			}
 			f = &udpFlow{c: c, stop: make(chan struct{})}
 			f.act.Touch()
 			flows[from] = f
 			wg.Go(func() {
-				go proxy.CloseWhenIdle(ctx, &f.act, o.idle, f.stop, func() { c.Close() })
+				go proxy.CloseWhenIdle(ctx, &f.act, o.IdleTimeout, f.stop, func() { c.Close() })
 				udpFlowReplies(pc, f, from)
 				close(f.stop)
 				c.Close()
