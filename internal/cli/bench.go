@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"text/tabwriter"
 	"time"
 
@@ -40,7 +41,12 @@ func benchCommand() *cli.Command {
 			if dir != "forward" && dir != "reverse" {
 				return fmt.Errorf("bench: --direction must be forward or reverse, not %q", dir)
 			}
+			st, err := readSettings(os.Getenv)
+			if err != nil {
+				return err
+			}
 			cfg := benchConfig{
+				settings: st,
 				duration: c.Duration("duration"),
 				streams:  int(c.Int("streams")),
 				reverse:  dir == "reverse",
@@ -72,6 +78,7 @@ type benchConfig struct {
 	json     bool      // the result as JSON instead of a table
 	out, log io.Writer // result; progress and notes
 	mode     string    // netstack, socks5 or userns
+	settings settings  // FIPS_GO_MEMPROFILE
 }
 
 type benchNode struct {
@@ -182,7 +189,7 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	writeHeapProfile("bench")
+	cfg.settings.writeHeapProfile("bench", func(f string, a ...any) { fmt.Fprintf(cfg.log, "fips-go bench: "+f+"\n", a...) })
 	if cfg.json {
 		return writeBenchJSON(cfg.out, cfg, res, hs)
 	}

@@ -194,7 +194,7 @@ func startNSBenchNode(self string, name string, addr netip.Addr, mtu int, args [
 		sess.Abort()
 		return nil, err
 	}
-	dev, err := device.New(t, conn.NewDefault(conn.Options{}), kernelTUNOptions(nil))
+	dev, err := device.New(t, conn.NewDefault(conn.Options{}), device.Options{})
 	if err == nil {
 		err = dev.Apply(&device.Config{PrivateKey: &key})
 	}

@@ -7,18 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
-	"github.com/fips-go/fips-go/device/aqm"
 	"github.com/fips-go/fips-go/dnsfollow"
 	"github.com/fips-go/fips-go/internal/chachapoly"
 	"github.com/fips-go/fips-go/internal/procs"
-	"github.com/fips-go/fips-go/internal/schedslice"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/metrics"
 	"github.com/fips-go/fips-go/tun"
@@ -55,8 +52,14 @@ func loggers(prefix string) (logf, errf func(string, ...any)) {
 func runInterface(ctx context.Context, c *cli.Command, iface string) error {
 	foreground := c.Bool("foreground") || os.Getenv(envForeground) == "1"
 	mc := metricsConfigFrom(c)
+	// Before anything is created, so that a bad value is the command's
+	// error and not a daemon's that never became ready.
+	st, err := readSettings(os.Getenv)
+	if err != nil {
+		return err
+	}
 	if os.Getenv(envForeground) == "1" && os.Getenv(envTunFD) != "" {
-		return runDaemonChild(iface, mc)
+		return runDaemonChild(iface, mc, st)
 	}
 	if !foreground {
 		return daemonize(iface, mc)
@@ -65,7 +68,7 @@ func runInterface(ctx context.Context, c *cli.Command, iface string) error {
 	if err != nil {
 		return err
 	}
-	return serve(name, t, l, mc)
+	return serve(name, t, l, mc, st)
 }
 
 // createInterface creates the TUN and, under the name the kernel gave it,
@@ -164,7 +167,7 @@ func daemonize(iface string, mc metricsConfig) error {
 	return fmt.Errorf("daemon did not answer on its UAPI socket within %v", readyTimeout)
 }
 
-func runDaemonChild(iface string, mc metricsConfig) error {
+func runDaemonChild(iface string, mc metricsConfig, st settings) error {
 	ln, err := inheritedMetricsListener()
 	if err != nil {
 		return err
@@ -199,28 +202,27 @@ func runDaemonChild(iface string, mc metricsConfig) error {
 		t.Close()
 		return err
 	}
-	return serve(name, t, l, mc)
+	return serve(name, t, l, mc, st)
 }
 
 // serve runs the device until a signal, the TUN going away, or the socket
 // file being removed.
-func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig) error {
+func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig, st settings) error {
 	logf, errf := loggers(fmt.Sprintf("fips-go(%s): ", name))
-	applySchedSlice(logf, errf)
-	stopProcs, onTraffic := adaptProcs(logf, errf)
+	stopProfile, err := st.startCPUProfile(name)
+	if err != nil {
+		l.Close()
+		t.Close()
+		return err
+	}
+	defer stopProfile()
+	defer st.writeHeapProfile(name, errf)
+	stopProcs, onTraffic := adaptProcs(logf)
 	defer stopProcs()
-	d, err := device.New(t, conn.NewDefault(bindOptions(logf)), device.Options{
+	d, err := device.New(t, conn.NewDefault(st.bind(logf)), device.Options{
 		Logf:      errf,
 		OnTraffic: onTraffic,
 		Timers:    testTimerParams(),
-		PeerQueue: envInt("FIPS_GO_PEER_QUEUE", 0),
-		Batches:   envInt("FIPS_GO_BATCHES", 0),
-		Workers:   envInt("FIPS_GO_WORKERS", 0),
-		AQM:       aqmParams(errf),
-		// Under a handshake flood: the cookie replies and handshake
-		// reads a second (0: the device's defaults).
-		CookieReplies:  envInt("FIPS_GO_COOKIE_REPLIES", 0),
-		HandshakeReads: envInt("FIPS_GO_HANDSHAKE_READS", 0),
 	})
 	if err != nil {
 		l.Close()
@@ -243,15 +245,6 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig) error {
 			errf("UAPI: %v", err)
 		}
 	}()
-	if path := os.Getenv("FIPS_GO_CPUPROFILE"); path != "" {
-		// For profiling the daemon under real traffic; written on shutdown.
-		if f, err := os.Create(path + "." + name); err == nil {
-			if pprof.StartCPUProfile(f) == nil {
-				defer func() { pprof.StopCPUProfile(); f.Close() }()
-			}
-		}
-	}
-	defer writeHeapProfile(name)
 	logf("interface %s is up (transport AEAD: %s)", name, chachapoly.Implementation())
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -268,97 +261,14 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig) error {
 	return nil
 }
 
-// bindOptions maps the environment switches for offloads onto the bind.
-func bindOptions(logf func(string, ...any)) conn.Options {
-	return conn.Options{
-		DisableGSO: envBool("FIPS_GO_DISABLE_GSO"),
-		DisableGRO: envBool("FIPS_GO_DISABLE_GRO"),
-		// SO_RCVBUF/SO_SNDBUF per socket in bytes (0: conn's default).
-		SocketBuffer: envInt("FIPS_GO_SOCKET_BUFFER", 0),
-		MaxConnected: maxConnected(),
-		Logf:         logf,
-	}
-}
-
-// maxConnected reads FIPS_GO_CONNECTED_SOCKETS, the cap on per-peer
-// connected UDP sockets: unset is conn's default, 0 turns them off.
-func maxConnected() int {
-	switch n := envInt("FIPS_GO_CONNECTED_SOCKETS", -1); n {
-	case -1:
-		return 0
-	case 0:
-		return -1
-	default:
-		return n
-	}
-}
-
-// aqmParams reads FIPS_GO_AQM_TARGET and FIPS_GO_AQM_INTERVAL (Go
-// durations, e.g. 1ms; a target of "off" turns queue management off). A
-// value that does not parse is reported and the default kept.
-func aqmParams(errf func(string, ...any)) aqm.Params {
-	var p aqm.Params
-	if v := os.Getenv("FIPS_GO_AQM_TARGET"); v == "off" {
-		p.Target = -1
-	} else if v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errf("FIPS_GO_AQM_TARGET=%q: want a positive duration such as 1ms, or off; using the default", v)
-		} else {
-			p.Target = d
-		}
-	}
-	if v := os.Getenv("FIPS_GO_AQM_INTERVAL"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errf("FIPS_GO_AQM_INTERVAL=%q: want a positive duration such as 10ms; using the default", v)
-		} else {
-			p.Interval = d
-		}
-	}
-	return p
-}
-
-// defaultSchedSlice is the daemon's scheduler slice request by default:
-// none (0), the kernel's own. 300 µs first measured a shorter loaded RTT,
-// then a same-binary A/B measured it 8-25% slower at the same RTT. See
-// README, "Queues and latency".
-const defaultSchedSlice = 0
-
-// applySchedSlice asks for FIPS_GO_SCHED_SLICE (default
-// defaultSchedSlice; 0 asks for nothing) on every thread of the daemon,
-// before the device starts its goroutines. The daemon starts no other
-// program, so nothing else inherits it.
-func applySchedSlice(logf, errf func(string, ...any)) {
-	d, err := schedslice.Parse(os.Getenv("FIPS_GO_SCHED_SLICE"), defaultSchedSlice)
-	if err != nil {
-		errf("FIPS_GO_SCHED_SLICE=%v; using the default", err)
-		d = defaultSchedSlice
-	}
-	if d == 0 {
-		return
-	}
-	n, err := schedslice.Apply(d)
-	if err != nil {
-		errf("scheduler slice %v: %v", d, err)
-		return
-	}
-	logf("scheduler slice %v on %d threads", d, n)
-}
-
 // adaptProcs runs the GOMAXPROCS controller (internal/procs) for the
-// daemon's life, unless FIPS_GO_PROCS=fixed or GOMAXPROCS is set in the
-// environment: a value the user chose stands. It returns the function
-// that stops it, and the device's OnTraffic, which wakes the controller
-// when traffic resumes after it parked (nil when it does not run).
-func adaptProcs(logf, errf func(string, ...any)) (stop, onTraffic func()) {
-	switch v := os.Getenv("FIPS_GO_PROCS"); v {
-	case "", "auto":
-	case "fixed":
-		return func() {}, nil
-	default:
-		errf("FIPS_GO_PROCS=%q: want auto or fixed; using auto", v)
-	}
+// daemon's life, unless GOMAXPROCS is set in the environment: a value the
+// user chose stands. The controller takes at most one P from the runtime's
+// default, so on a machine with many CPUs it changes little; package
+// procs says why that bound is there. It returns the function that stops
+// it, and the device's OnTraffic, which wakes the controller when traffic
+// resumes after it parked (nil when it does not run).
+func adaptProcs(logf func(string, ...any)) (stop, onTraffic func()) {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return func() {}, nil
 	}
@@ -373,29 +283,4 @@ func adaptProcs(logf, errf func(string, ...any)) (stop, onTraffic func()) {
 		cancel()
 		<-done
 	}, w.Kick
-}
-
-func envInt(k string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v >= 0 {
-		return v
-	}
-	return def
-}
-
-func envBool(k string) bool {
-	v, _ := strconv.ParseBool(os.Getenv(k))
-	return v
-}
-
-// writeHeapProfile writes a heap profile to $FIPS_GO_MEMPROFILE.suffix when
-// that is set: where the memory goes under real traffic.
-func writeHeapProfile(suffix string) {
-	path := os.Getenv("FIPS_GO_MEMPROFILE")
-	if path == "" {
-		return
-	}
-	if f, err := os.Create(path + "." + suffix); err == nil {
-		_ = pprof.Lookup("heap").WriteTo(f, 0)
-		f.Close()
-	}
 }

@@ -46,7 +46,7 @@ func runUserspaceCmd(o userspaceOptions, args []string) error {
 	cmd, err := rootless.StartCommand(rootless.CommandOptions{
 		Config: o.cfg, Name: o.name, MTU: o.mtu, Addresses: o.prefixes,
 		DNS: o.dns, DNSSearch: o.dnsSearch, Args: args,
-		Device: kernelTUNOptions(o.logf), Bind: bindOptions(o.logf),
+		Device: device.Options{Logf: o.logf}, Bind: o.settings.bind(o.logf),
 	})
 	var nsErr *rootless.NamespaceError
 	if errors.As(err, &nsErr) && !errors.Is(err, exec.ErrNotFound) {
@@ -94,15 +94,6 @@ func listenUAPI(o userspaceOptions, h ipc.Handler) (*ipc.Listener, error) {
 	}
 	go l.Serve(h, ipc.ServeOptions{Logf: o.logf})
 	return l, nil
-}
-
-// kernelTUNOptions are the daemon's device options for a kernel TUN,
-// whose writes coalesce into lent buffers (GRO).
-func kernelTUNOptions(logf func(string, ...any)) device.Options {
-	return device.Options{
-		Logf:      logf,
-		PeerQueue: envInt("FIPS_GO_PEER_QUEUE", 0),
-	}
 }
 
 // loopbackResolvers lists the name servers of a resolv.conf that are

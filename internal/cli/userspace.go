@@ -88,6 +88,7 @@ type userspaceOptions struct {
 	cfg        *device.Config
 	names      map[noise.PublicKey]string // peers whose Endpoint is a host name
 	metrics    metricsConfig
+	settings   settings
 	reverses   []rootless.Reverse
 	socks5     string // listen address, "" for none
 	socks5Auth string // USER:PASS, "" for none
@@ -112,6 +113,10 @@ type userspaceOptions struct {
 
 func userspaceOptionsFrom(c *cli.Command) (userspaceOptions, error) {
 	o := userspaceOptions{name: c.String("name"), nameSet: c.IsSet("name"), metrics: metricsConfigFrom(c)}
+	var err error
+	if o.settings, err = readSettings(os.Getenv); err != nil {
+		return o, err
+	}
 	o.logf, _ = loggers("fips-go(userspace): ")
 	o.notef = func(format string, args ...any) {
 		if os.Getenv(envLogLevel) != "silent" {
@@ -252,7 +257,7 @@ func (o *userspaceOptions) netstackFlags(c *cli.Command) error {
 func runUserspace(ctx context.Context, o userspaceOptions) error {
 	tn, err := rootless.OpenNetstack(rootless.NetstackOptions{
 		Config: o.cfg, Addresses: o.addrs, MTU: o.mtu, Name: o.name,
-		Device: device.Options{Logf: o.logf},
+		Device: device.Options{Logf: o.logf}, Bind: o.settings.bind(o.logf),
 	})
 	if err != nil {
 		return err
