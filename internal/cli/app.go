@@ -48,7 +48,10 @@ func newApp() *cli.Command {
 			"then configure with `wg` or the built-in `fips-go set/setconf/show`.\n" +
 			"Environment: LOG_LEVEL=verbose|debug|error|silent, WG_SOCKET_DIR (client commands),\n" +
 			"FIPS_GO_DISABLE_GSO=1 / FIPS_GO_DISABLE_GRO=1 to turn UDP offloads off,\n" +
-			"FIPS_GO_METRICS=ADDR as --metrics (for wg-quick).",
+			"FIPS_GO_CONNECTED_SOCKETS=N to cap per-peer connected UDP sockets (0: none),\n" +
+			"FIPS_GO_METRICS=ADDR and FIPS_GO_METRICS_MAX_PEERS=N as --metrics and --metrics-max-peers (for wg-quick),\n" +
+			"FIPS_GO_CPUPROFILE=PATH / FIPS_GO_MEMPROFILE=PATH for debugging: profiles written to PATH.IFACE on exit.\n" +
+			"A value that does not parse is an error.",
 		Version: version,
 		Flags: append([]cli.Flag{
 			&cli.BoolFlag{Name: "foreground", Aliases: []string{"f"}, Usage: "stay in the foreground instead of daemonizing"},
