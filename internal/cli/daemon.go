@@ -74,7 +74,7 @@ func runInterface(ctx context.Context, c *cli.Command, iface string) error {
 // createInterface creates the TUN and, under the name the kernel gave it,
 // the UAPI socket; on error nothing is left behind.
 func createInterface(iface string) (tun.Device, string, *ipc.Listener, error) {
-	t, err := tun.Create(iface, defaultMTU)
+	t, err := createTUN(iface, defaultMTU)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("creating TUN %q: %w", iface, err)
 	}
@@ -179,7 +179,7 @@ func runDaemonChild(iface string, mc metricsConfig, st settings) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", envTunFD, err)
 	}
-	t, err := tun.CreateFromFile(os.NewFile(uintptr(fd), "/dev/net/tun"), defaultMTU)
+	t, err := tunFromFile(os.NewFile(uintptr(fd), "tun"), defaultMTU)
 	if err != nil {
 		return fmt.Errorf("TUN from fd %d: %w", fd, err)
 	}
