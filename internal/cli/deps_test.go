@@ -30,3 +30,34 @@ func TestBinaryLeavesOutHeavyPackages(t *testing.T) {
 		}
 	}
 }
+
+// Every package under internal/ but this one is a leaf: it imports none of
+// the packages the CLI wires (device, conn, tun, ipc, metrics, the
+// proxies, dnsfollow, rootless). What drives a device lives above
+// internal/, where the library can export it.
+func TestInternalPackagesAreLeaves(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH to list the packages")
+	}
+	const mod = "github.com/fips-go/fips-go/"
+	out, err := exec.Command(gobin, "list", mod+"internal/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var leaves []string
+	for pkg := range strings.FieldsSeq(string(out)) {
+		if pkg != mod+"internal/cli" {
+			leaves = append(leaves, pkg)
+		}
+	}
+	out, err = exec.Command(gobin, append([]string{"list", "-deps"}, leaves...)...).Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for pkg := range strings.FieldsSeq(string(out)) {
+		if rest, ok := strings.CutPrefix(pkg, mod); ok && !strings.HasPrefix(rest, "internal/") {
+			t.Errorf("a package under internal/ imports %s", pkg)
+		}
+	}
+}
