@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -294,16 +293,4 @@ func runBenchUserns(ctx context.Context, cfg benchConfig) error {
 	fmt.Fprintf(tw, "transferred\t%.1f MiB in %.1fs\n", float64(res.Bytes)/(1<<20), res.Elapsed.Seconds())
 	fmt.Fprintf(tw, "CPU per GB\t%.2f s (both devices here, plus sender and receiver)\n", res.CPUPerGB())
 	return tw.Flush()
-}
-
-// cpuAll is the CPU time of this process and its waited-for children.
-func cpuAll() time.Duration {
-	var total time.Duration
-	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
-		var ru syscall.Rusage
-		if syscall.Getrusage(who, &ru) == nil {
-			total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		}
-	}
-	return total
 }

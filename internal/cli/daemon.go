@@ -138,7 +138,7 @@ func daemonize(iface string, mc metricsConfig) error {
 	if lv := os.Getenv(envLogLevel); lv == "verbose" || lv == "debug" {
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = daemonAttr()
 	if err := cmd.Start(); err != nil {
 		os.Remove(path)
 		return fmt.Errorf("starting daemon: %w", err)

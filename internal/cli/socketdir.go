@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 )
 
 // errUnsafeSocketDir says the UAPI socket directory could be reached by
@@ -43,13 +42,13 @@ func checkPrivateDir(dir string, fi fs.FileInfo, uid int) error {
 	case !fi.IsDir():
 		return fmt.Errorf("%w: %s is not a directory", errUnsafeSocketDir, dir)
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	owner, ok := fileOwner(fi)
 	if !ok {
 		return fmt.Errorf("%w: %s: cannot tell who owns it", errUnsafeSocketDir, dir)
 	}
-	if int(st.Uid) != uid {
+	if owner != uid {
 		return fmt.Errorf("%w: %s is owned by uid %d, not %d (remove it, or pick another with --socket-dir)",
-			errUnsafeSocketDir, dir, st.Uid, uid)
+			errUnsafeSocketDir, dir, owner, uid)
 	}
 	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
 		return fmt.Errorf("%w: %s is writable by group or others (mode %#o); chmod 700 it",

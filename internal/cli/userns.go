@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/ipc"
@@ -23,10 +22,6 @@ import (
 type exitStatus int
 
 func (e exitStatus) Error() string { return fmt.Sprintf("command exited with status %d", int(e)) }
-
-// forwardedSignals are passed on to the command instead of stopping us:
-// the tunnel lives as long as the command does.
-var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH}
 
 // runUserspaceCmd runs args through the tunnel and returns exitStatus
 // when the command fails.
