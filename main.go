@@ -4,24 +4,9 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"os"
 
-	"github.com/fips-go/fips-go/internal/userns"
+	"github.com/fips-go/fips-go/internal/cli"
 )
 
-func main() {
-	if os.Getenv(userns.ChildEnv) != "" {
-		userns.ChildMain() // the namespace side of `userspace -- CMD`
-	}
-	if err := newApp().Run(context.Background(), os.Args); err != nil {
-		var es exitStatus
-		if errors.As(err, &es) {
-			os.Exit(int(es))
-		}
-		fmt.Fprintln(os.Stderr, "fips-go:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(cli.Main(os.Args)) }

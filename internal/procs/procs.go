@@ -11,6 +11,20 @@
 // more. The controller keeps the extra Ps while they can run on an idle CPU
 // or the process uses them, and gives back the last one when neither holds.
 //
+// The controller gives back at most one P: it never goes below the
+// runtime's default less one. That is all it does on 2 CPUs, where it was
+// measured, and it bounds what it can cost anywhere else. Lowering
+// GOMAXPROCS has a risk that grows with the CPU count: on a machine that
+// other programs keep busy, a daemon left with few Ps cannot take back
+// more (a raise waits for an idle CPU that never comes), and competes for
+// CPU time with fewer threads than its load needs. With one P fewer than
+// the default, the daemon still runs N-1 threads of Go code on N CPUs:
+// at worst 1/N of its parallelism, and only while the machine has no
+// CPU to spare and the daemon left that P unused. The wake-up cost it
+// saves is a spinning P's, so the bound leaves most of the benefit where
+// there is one (few CPUs) and takes away the risk where there is no
+// measurement (many).
+//
 // The Controller is pure (the caller passes the samples); Run does the I/O.
 // An idle process has nothing for GOMAXPROCS to decide, so after a few
 // quiet intervals the controller asks to park: Run then stops sampling
@@ -56,7 +70,7 @@ const (
 // Controller decides GOMAXPROCS from Samples. Max is the most it sets (the
 // runtime's default at start, which already honours a cgroup CPU limit)
 // and Cur the value now: set both before the first Next (Next clamps
-// them to at least 1).
+// them to at least 1). It lowers Cur to Max-1 at the lowest.
 type Controller struct {
 	Max, Cur int
 	low      int // intervals in a row that asked to lower
@@ -75,11 +89,12 @@ func (c *Controller) Resume() { c.quiet, c.low = 0, 0 }
 // Next takes one interval's sample and returns the GOMAXPROCS to use now:
 // more when CPUs sat idle while the process used its top P (one per idle
 // CPU, rounded, at least one); one fewer when for LowerAfter intervals in
-// a row the machine was saturated and the process did not use its top P;
-// otherwise Cur.
+// a row the machine was saturated and the process did not use its top P,
+// down to Max-1 at the lowest; otherwise Cur.
 func (c *Controller) Next(s Sample) int {
 	c.Max = max(c.Max, 1)
 	c.Cur = min(max(c.Cur, 1), c.Max)
+	floor := max(c.Max-1, 1) // the lowest it lowers to
 	if s.Wall <= 0 {
 		return c.Cur
 	}
@@ -93,7 +108,7 @@ func (c *Controller) Next(s Sample) int {
 	case s.Idle >= SpareRaise && used >= float64(c.Cur-1)+RaiseUsed:
 		c.low = 0
 		c.Cur = min(c.Max, c.Cur+max(1, int(s.Idle+0.5)))
-	case s.Idle < SpareLow && used < float64(c.Cur-1)+TopUsed && c.Cur > 1:
+	case s.Idle < SpareLow && used < float64(c.Cur-1)+TopUsed && c.Cur > floor:
 		c.low++
 		if c.low >= LowerAfter {
 			c.low = 0

@@ -36,8 +36,10 @@ func TestControllerDecisions(t *testing.T) {
 			4, 3, []Sample{sample(2.5, 0.4), sample(1.5, 0.4), sample(0.5, 0.4)}, []int{3, 3, 3}},
 		{"the top P half busy with a CPU to spare raises; less than half does not",
 			4, 2, []Sample{sample(1.49, 1), sample(1.5, 1)}, []int{2, 3}},
-		{"four CPUs, two daemons' worth of load: lowers step by step",
-			4, 4, []Sample{sample(0.9, 0.1), sample(0.9, 0.1), sample(0.9, 0.1), sample(0.9, 0.1), sample(0.9, 0.1), sample(0.9, 0.1), sample(0.9, 0.1)}, []int{4, 3, 3, 2, 2, 1, 1}},
+		{"four CPUs, two daemons' worth of load: one P given back, no more",
+			4, 4, []Sample{sample(0.9, 0.1), sample(0.9, 0.1), sample(0.9, 0.1), sample(0.9, 0.1), sample(0.9, 0.1), sample(0.9, 0.1), sample(0.9, 0.1)}, []int{4, 3, 3, 3, 3, 3, 3}},
+		{"64 CPUs kept busy by others: the daemon keeps 63 Ps however long it lasts",
+			64, 64, []Sample{sample(2, 0), sample(2, 0), sample(2, 0), sample(2, 0), sample(2, 0), sample(2, 0)}, []int{64, 63, 63, 63, 63, 63}},
 		{"an empty interval changes nothing",
 			2, 2, []Sample{{}, sample(0.8, 0.1), {}, sample(0.8, 0.1)}, []int{2, 2, 2, 1}},
 	} {

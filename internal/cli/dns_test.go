@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"net"
+	"net/netip"
+
+	"golang.org/x/net/dns/dnsmessage"
+)
+
+// testDNSServer answers A queries for name with a, everything else with
+// NXDOMAIN, until pc closes.
+func testDNSServer(pc net.PacketConn, name string, a netip.Addr) {
+	b := make([]byte, 1500)
+	for {
+		n, from, err := pc.ReadFrom(b)
+		if err != nil {
+			return
+		}
+		var p dnsmessage.Parser
+		h, err := p.Start(b[:n])
+		if err != nil {
+			continue
+		}
+		q, err := p.Question()
+		if err != nil {
+			continue
+		}
+		rh := dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true}
+		known := q.Name.String() == name
+		if !known {
+			rh.RCode = dnsmessage.RCodeNameError
+		}
+		bld := dnsmessage.NewBuilder(nil, rh)
+		bld.StartQuestions()
+		bld.Question(q)
+		bld.StartAnswers()
+		if known && q.Type == dnsmessage.TypeA {
+			bld.AResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 60}, dnsmessage.AResource{A: a.As4()})
+		}
+		if msg, err := bld.Finish(); err == nil {
+			pc.WriteTo(msg, from)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/ipc"
+	"github.com/urfave/cli/v3"
+)
+
+// cmdShow is `wg show` with fips-go's counters added to the pretty form.
+// The single-field forms and dump print exactly what wg prints, so scripts
+// written for wg work unchanged.
+func cmdShow(ctx context.Context, c *cli.Command) error {
+	args := c.Args().Slice()
+	if len(args) > 2 {
+		return errors.New("show: too many arguments")
+	}
+	target, field := "all", ""
+	if len(args) > 0 {
+		target = args[0]
+	}
+	if len(args) > 1 {
+		field = args[1]
+		if !slices.Contains(ipc.ShowFields, field) {
+			return fmt.Errorf("show: invalid parameter %q (want one of %s)", field, strings.Join(ipc.ShowFields, ", "))
+		}
+	}
+	w := c.Root().Writer
+	if target == "interfaces" {
+		if field != "" {
+			return errors.New("show interfaces: takes no field")
+		}
+		names, err := ipc.Interfaces(socketDir())
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(w, strings.Join(names, " "))
+		return err
+	}
+	if c.Bool("watch") {
+		if field != "" || target == "all" {
+			return errors.New("show --watch: want one IFACE and no field")
+		}
+		return watch(ctx, c, target)
+	}
+	all := target == "all"
+	names := []string{target}
+	if all {
+		var err error
+		if names, err = ipc.Interfaces(socketDir()); err != nil {
+			return err
+		}
+	}
+	opts := ipc.ShowOptions{Now: time.Now(), Counters: c.Bool("counters") && field == "", ShowKeys: c.Bool("show-keys")}
+	for i, name := range names {
+		st, epNames, err := getStatus(name, opts.Counters, field == "")
+		opts.EndpointNames = epNames
+		if err != nil {
+			if !all {
+				return err
+			}
+			// As wg does: one interface that went away does not hide the others.
+			fmt.Fprintf(c.Root().ErrWriter, "%v\n", err)
+			continue
+		}
+		if field != "" {
+			prefix := ""
+			if all {
+				prefix = name
+			}
+			err = ipc.FormatField(w, prefix, st, field)
+		} else {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			err = ipc.FormatShow(w, name, st, opts)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// getStatus reads an interface's status and, if asked, fips-go's counters
+// and the endpoint names it follows (a wireguard-go daemon knows neither
+// request; it then has none).
+func getStatus(name string, counters, epNames bool) (device.Status, map[noise.PublicKey]string, error) {
+	var st device.Status
+	var names map[noise.PublicKey]string
+	err := withClient(name, func(cl *ipc.Client) error {
+		var err error
+		if st, err = cl.Get(); err != nil {
+			return err
+		}
+		if counters {
+			if ctrs, err := cl.Counters(); err == nil {
+				st.Counters = ctrs
+			}
+		}
+		if epNames {
+			names, _ = cl.EndpointNames()
+		}
+		return nil
+	})
+	return st, names, err
+}

@@ -1,0 +1,97 @@
+package rootless
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/fips-go/fips-go/proxy"
+	"github.com/fips-go/fips-go/tun/netstack"
+)
+
+// serveForward accepts local connections and splices each to a connection
+// to remote inside the tunnel.
+func serveForward(ctx context.Context, ln net.Listener, ns *netstack.Net, remote netip.AddrPort, lim *proxy.Limiter, o Options) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		if !lim.TryAcquire() {
+			o.Logf("forward to %v: refusing %v: %d connections open (the limit)", remote, c.RemoteAddr(), lim.Cap())
+			c.Close()
+			continue
+		}
+		go func() {
+			defer lim.Release()
+			defer c.Close()
+			dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			r, err := ns.DialTCPAddrPort(dctx, remote)
+			cancel()
+			if err != nil {
+				o.Logf("forward to %v: %v", remote, err)
+				return
+			}
+			proxy.Splice(ctx, c, r, o.IdleTimeout)
+		}()
+	}
+}
+
+// reverseListeners listens on port on each IP family the tunnel has.
+func reverseListeners(ns *netstack.Net, addrs []netip.Addr, port uint16) ([]net.Listener, error) {
+	var out []net.Listener
+	have4, have6 := families(addrs)
+	for _, fam := range []struct {
+		ok  bool
+		any netip.Addr
+	}{{have4, netip.IPv4Unspecified()}, {have6, netip.IPv6Unspecified()}} {
+		if !fam.ok {
+			continue
+		}
+		ln, err := ns.ListenTCPAddrPort(netip.AddrPortFrom(fam.any, port))
+		if err != nil {
+			for _, l := range out {
+				l.Close()
+			}
+			return nil, fmt.Errorf("reverse forward of port %d: listen in the tunnel: %w", port, err)
+		}
+		out = append(out, ln)
+	}
+	return out, nil
+}
+
+// families reports which IP families addrs hold.
+func families(addrs []netip.Addr) (have4, have6 bool) {
+	for _, a := range addrs {
+		have4, have6 = have4 || a.Is4(), have6 || a.Is6()
+	}
+	return have4, have6
+}
+
+// serveReverse accepts connections inside the tunnel and splices each to
+// a connection to local.
+func serveReverse(ctx context.Context, ln net.Listener, local string, lim *proxy.Limiter, o Options) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		if !lim.TryAcquire() {
+			o.Logf("reverse forward to %s: refusing %v: %d connections open (the limit)", local, c.RemoteAddr(), lim.Cap())
+			c.Close()
+			continue
+		}
+		go func() {
+			defer lim.Release()
+			defer c.Close()
+			r, err := net.DialTimeout("tcp", local, 20*time.Second)
+			if err != nil {
+				o.Logf("reverse forward to %s: %v", local, err)
+				return
+			}
+			proxy.Splice(ctx, c, r, o.IdleTimeout)
+		}()
+	}
+}

@@ -1,0 +1,88 @@
+package rootless
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"sync"
+
+	"github.com/fips-go/fips-go/proxy"
+	"github.com/fips-go/fips-go/tun/netstack"
+)
+
+// udpFlow is one local client of a UDP forward and its socket in the
+// tunnel.
+type udpFlow struct {
+	c    net.Conn
+	act  proxy.Activity
+	stop chan struct{}
+}
+
+// serveUDPForward relays datagrams between local clients of pc and remote
+// inside the tunnel: each client address gets its own tunnel socket, so
+// replies find their way back. Flows count against lim and end when idle.
+func serveUDPForward(ctx context.Context, pc *net.UDPConn, ns *netstack.Net, remote netip.AddrPort, lim *proxy.Limiter, o Options) {
+	var mu sync.Mutex // guards flows
+	flows := map[netip.AddrPort]*udpFlow{}
+	var wg sync.WaitGroup
+	defer func() {
+		mu.Lock()
+		for _, f := range flows {
+			f.c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	}()
+	buf := make([]byte, 65535)
+	for {
+		n, from, err := pc.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		f := flows[from]
+		if f == nil {
+			if !lim.TryAcquire() {
+				mu.Unlock()
+				o.Logf("udp forward to %v: dropping a datagram from %v: %d flows open (the limit)", remote, from, lim.Cap())
+				continue
+			}
+			c, err := ns.DialUDPAddrPort(netip.AddrPort{}, remote)
+			if err != nil {
+				lim.Release()
+				mu.Unlock()
+				o.Logf("udp forward to %v: %v", remote, err)
+				continue
+			}
+			f = &udpFlow{c: c, stop: make(chan struct{})}
+			f.act.Touch()
+			flows[from] = f
+			wg.Go(func() {
+				go proxy.CloseWhenIdle(ctx, &f.act, o.IdleTimeout, f.stop, func() { c.Close() })
+				udpFlowReplies(pc, f, from)
+				close(f.stop)
+				c.Close()
+				mu.Lock()
+				delete(flows, from)
+				mu.Unlock()
+				lim.Release()
+			})
+		}
+		mu.Unlock()
+		f.act.Touch()
+		f.c.Write(buf[:n])
+	}
+}
+
+// udpFlowReplies passes the tunnel's replies back to the client at from.
+func udpFlowReplies(pc *net.UDPConn, f *udpFlow, from netip.AddrPort) {
+	buf := make([]byte, 65535)
+	for {
+		n, err := f.c.Read(buf)
+		if err != nil {
+			return
+		}
+		f.act.Touch()
+		pc.WriteToUDPAddrPort(buf[:n], from)
+	}
+}
