@@ -39,7 +39,7 @@ func (f *feedTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 		}
 		return n, nil
 	case <-f.closed:
-		return 0, os.ErrClosed
+		return 0, tun.ErrGone
 	}
 }
 

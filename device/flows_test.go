@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"net/netip"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device/aqm"
+	"github.com/fips-go/fips-go/tun"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
 
@@ -93,6 +93,8 @@ type scriptTUN struct {
 	once   sync.Once
 }
 
+var _ tun.Device = (*scriptTUN)(nil)
+
 func (s *scriptTUN) Close() error {
 	s.once.Do(func() { close(s.closed) })
 	return s.Device.Close()
@@ -106,7 +108,7 @@ func (s *scriptTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 		}
 		return len(pkts), nil
 	case <-s.closed:
-		return 0, os.ErrClosed
+		return 0, tun.ErrGone
 	}
 }
 

@@ -19,10 +19,18 @@ var (
 	addrB6 = netip.MustParseAddr("fd00::2")
 )
 
+// packetIO is the part of a TUN pump needs: ours or wireguard-go's.
+type packetIO interface {
+	Read(bufs [][]byte, sizes []int, offset int) (int, error)
+	Write(bufs [][]byte, offset int) (int, error)
+	BatchSize() int
+	MTU() (int, error)
+}
+
 // pump moves packets from one device to another in batches, as the tunnel
 // would, until Read fails. check, if set, sees every packet and may drop it
 // by returning false.
-func pump(t testing.TB, from, to tun.Device, check func([]byte) bool) {
+func pump(t testing.TB, from, to packetIO, check func([]byte) bool) {
 	bs := from.BatchSize()
 	mtu, _ := from.MTU()
 	bufs := make([][]byte, bs)
