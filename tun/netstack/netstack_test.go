@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fips-go/fips-go/internal/packet"
 	"github.com/fips-go/fips-go/tun"
-	"github.com/fips-go/fips-go/tun/internal/packet"
 )
 
 // verifier returns a pump check that fails the test on any packet that is
