@@ -14,6 +14,7 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/conn/membind"
+	"github.com/fips-go/fips-go/internal/leakcheck"
 	"github.com/fips-go/fips-go/tun"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
@@ -73,7 +74,7 @@ var _ conn.Bind = (*faultyBind)(nil)
 // faultyPair is memPair with a's TUN and b's bind replaced.
 func faultyPair(t *testing.T, ta tun.Device, wrapB func(*membind.Bind) conn.Bind) (a, b *node) {
 	t.Helper()
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	netw := membind.NewNetwork(membind.NetOptions{})
 	hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	bb := conn.Bind(netw.NewBind(hostB))
@@ -121,7 +122,7 @@ func TestTUNReadErrorsDoNotStopTheDevice(t *testing.T) {
 // instead of spinning a core.
 func TestTUNReadPanicsStopTheDevice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		checkGoroutines(t)
+		leakcheck.Check(t)
 		ta := &faultyTUN{Device: memtun.New("a", 1420, 64), fault: func(call int) error {
 			if call > 100000 {
 				return tun.ErrGone // a guard, so that a spinning reader ends too
@@ -149,7 +150,7 @@ func TestTUNReadPanicsStopTheDevice(t *testing.T) {
 
 func TestTUNClosedStopsTheDevice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		checkGoroutines(t)
+		leakcheck.Check(t)
 		ta := &faultyTUN{Device: memtun.New("a", 1420, 64), fault: func(int) error { return fmt.Errorf("read: %w", tun.ErrGone) }}
 		// New, not newNode: the reader may stop the device before a
 		// configuration could be applied, and Apply then (rightly) fails.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/internal/bench"
+	"github.com/fips-go/fips-go/internal/leakcheck"
 )
 
 // benchDuration is how long one b.N iteration of BenchmarkNetstackPair
@@ -124,7 +125,7 @@ func sampleHeap() (stop func() uint64) {
 func BenchmarkNetstackPair(b *testing.B) {
 	for _, p := range netstackPairs {
 		b.Run(p.name, func(b *testing.B) {
-			checkNoLeaks(b)
+			leakcheck.Check(b)
 			sender, sink := p.new(b)
 			warmUp(b, sender, sink)
 			var total pairResult
@@ -160,7 +161,7 @@ func TestCompareNetstack(t *testing.T) {
 	results := make([]pairResult, len(netstackPairs))
 	for i, p := range netstackPairs {
 		t.Run(p.name, func(t *testing.T) {
-			checkNoLeaks(t)
+			leakcheck.Check(t)
 			sender, sink := p.new(t)
 			warmUp(t, sender, sink)
 			results[i] = measurePair(t, sender, sink, 5201, d)

@@ -4,10 +4,8 @@ import (
 	"errors"
 	"net/netip"
 	"os"
-	"runtime"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/fips-go/fips-go/tun"
 )
@@ -97,21 +95,4 @@ func (p *pair) close() {
 	p.a.Close()
 	p.b.Close()
 	p.wg.Wait()
-}
-
-// checkNoLeaks fails if goroutines started during the test outlive it:
-// it waits (bounded) for the count to return to what it was.
-func checkNoLeaks(t *testing.T) {
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Errorf("%d goroutines before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
 }
