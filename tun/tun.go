@@ -32,10 +32,10 @@ import (
 // packets, so a caller may reuse them at once.
 //
 // Too big. A packet larger than bufs[i][offset:] is never truncated and
-// never a panic. Read either drops it and returns an error wrapping
-// io.ErrShortBuffer (with the packets before it, if any, counted in n), or,
-// once, keeps it for the next call and returns 0 and an error wrapping
-// neither, hoping the caller's buffers grew; a kernel TUN's offloaded
+// never a panic. Read either drops it (and, when it has no other packet to
+// return, returns 0 and an error wrapping io.ErrShortBuffer), or, once,
+// keeps it for the next call and returns 0 and an error wrapping neither,
+// in case the caller's buffers grew meanwhile. A kernel TUN's offloaded
 // super-packet is split into MTU-sized packets, so only the MTU matters.
 //
 // Waking a reader. After the MTU goes up, a reader should swap its buffers
@@ -71,8 +71,9 @@ type Device interface {
 	// Events reports state changes (EventUp, EventDown, EventMTUUpdate); it
 	// is closed after Close.
 	Events() <-chan Event
-	// Close releases the TUN: blocked Reads and Writes return ErrGone and
-	// Events is closed. Closing twice is not an error.
+	// Close releases the TUN: blocked Reads return ErrGone, blocked
+	// Writes an error, and Events is closed. Closing twice is not an
+	// error.
 	Close() error
 	// BatchSize is the most packets one Read returns.
 	BatchSize() int
