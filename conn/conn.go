@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"time"
 
@@ -197,8 +198,10 @@ const (
 // larger than the buffers given.
 var ErrOversize = fmt.Errorf("conn: every datagram was larger than its buffer: %w", io.ErrShortBuffer)
 
-// ErrBindClosed is returned by Send on a closed bind.
-var ErrBindClosed = errors.New("conn: bind closed")
+// ErrBindClosed is returned by Send on a closed bind. It wraps
+// net.ErrClosed, so a caller that stops on a closed socket needs one check,
+// errors.Is(err, net.ErrClosed), whichever layer closed first.
+var ErrBindClosed = fmt.Errorf("conn: bind closed: %w", net.ErrClosed)
 
 // ErrConnectLimit is returned by Connect when the bind already holds its
 // cap of connected sockets; that endpoint keeps using the shared socket.

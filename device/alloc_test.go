@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/internal/leakcheck"
 	"github.com/fips-go/fips-go/tun"
 	"net/netip"
 )
@@ -39,7 +40,7 @@ func (f *feedTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 		}
 		return n, nil
 	case <-f.closed:
-		return 0, os.ErrClosed
+		return 0, tun.ErrGone
 	}
 }
 
@@ -75,7 +76,7 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	lo := netip.MustParseAddr("127.0.0.1")
 	ta := newFeedTUN(udpPacket(addrA, addrB, 1, 1000))
 	tb := newFeedTUN(udpPacket(addrB, addrA, 1, 1000))
@@ -114,7 +115,7 @@ func TestUnreachablePeerHeapStaysBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs for 10 seconds")
 	}
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	lo := netip.MustParseAddr("127.0.0.1")
 	ta := newFeedTUN(udpPacket(addrA, addrB, 1, 1400))
 	a := newNode(t, ta, conn.NewDefault(conn.Options{}), addrA, lo, Options{})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/conn/membind"
+	"github.com/fips-go/fips-go/internal/leakcheck"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
 
@@ -50,7 +51,7 @@ func (b *failingBind) failOpen(ports ...uint16) {
 
 func newFailingDevice(t *testing.T) (*Device, *failingBind) {
 	t.Helper()
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	netw := membind.NewNetwork(membind.NetOptions{})
 	b := &failingBind{Bind: netw.NewBind(netip.MustParseAddr("192.0.2.1"))}
 	d, err := New(memtun.New("f", 1420, 16), b, Options{ListenPort: 4000})

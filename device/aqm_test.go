@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/conn/membind"
+	"github.com/fips-go/fips-go/internal/leakcheck"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
 
@@ -52,7 +53,7 @@ func withTOS(pkt []byte, tos byte) []byte {
 // header checksum, others are dropped, never marked; both are counted, and
 // nothing else is lost. Small packets are never signalled.
 func TestAQMMarksECTAndDropsTheRest(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	netw := membind.NewNetwork(membind.NetOptions{})
 	hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	clock := &steppingClock{now: time.Now(), step: 2 * time.Millisecond}

@@ -17,6 +17,7 @@ import (
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/leakcheck"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
 
@@ -126,7 +127,7 @@ func (b auditBind) Send(bufs [][]byte, ep conn.Endpoint) error {
 // auditedPair is memPair with both devices' sends audited.
 func auditedPair(t testing.TB) (a, b *node, aa, ab *wireAuditor) {
 	t.Helper()
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	netw := membind.NewNetwork(membind.NetOptions{QueueLen: 8192})
 	hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	aa, ab = newWireAuditor(), newWireAuditor()

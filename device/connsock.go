@@ -176,7 +176,7 @@ func (d *Device) peerSocketReader(pc conn.PeerConn) {
 			d.probeMTU()
 			ready = true // the held datagram needs the new buffers
 			continue
-		case errors.Is(err, net.ErrClosed) || errors.Is(err, conn.ErrBindClosed):
+		case errors.Is(err, net.ErrClosed):
 			rb.release()
 			return
 		case err != nil:

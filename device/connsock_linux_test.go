@@ -18,6 +18,7 @@ import (
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/leakcheck"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
 
@@ -41,7 +42,7 @@ func wantSockets(t *testing.T, n *node, open, endpoints int) {
 
 func linuxPair(t *testing.T, o conn.Options) (a, b *node) {
 	t.Helper()
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	lo := netip.MustParseAddr("127.0.0.1")
 	a = newNode(t, memtun.New("a", 1420, 4096), conn.NewLinux(o), addrA, lo, Options{})
 	b = newNode(t, memtun.New("b", 1420, 4096), conn.NewLinux(o), addrB, lo, Options{})
@@ -113,7 +114,7 @@ func TestConnectedSocketCapAndCost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens a thousand sockets")
 	}
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	const peers = 1100
 	cost := func(o conn.Options) (perPeer float64, n *node) {
 		lo := netip.MustParseAddr("127.0.0.1")
@@ -236,7 +237,7 @@ func TestOnTrafficFromEveryReader(t *testing.T) {
 			netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkGoroutines(t)
+			leakcheck.Check(t)
 			var ca, cb atomic.Int64
 			a := newNode(t, memtun.New("a", 1420, 4096), tc.bind(tc.hostA), addrA, tc.hostA, Options{OnTraffic: func() { ca.Add(1) }})
 			b := newNode(t, memtun.New("b", 1420, 4096), tc.bind(tc.hostB), addrB, tc.hostB, Options{OnTraffic: func() { cb.Add(1) }})

@@ -484,15 +484,11 @@ func (d *Device) probeMTU() {
 }
 
 // wakeTUNReader makes a TUN read that is waiting with buffers of the old
-// size return at once (a read deadline in the past), so that the reader
-// swaps them before the first packet at the new MTU arrives: that packet
-// would otherwise not fit and be lost. TUNs without a pollable file wake on
+// size return at once (tun.ErrWoken), so that the reader swaps them before
+// the first packet at the new MTU arrives: that packet would otherwise not
+// fit and be lost. TUNs without a pollable file wake on
 // their next packet instead.
-func (d *Device) wakeTUNReader() {
-	if f := d.tun.File(); f != nil {
-		f.SetReadDeadline(time.Now())
-	}
-}
+func (d *Device) wakeTUNReader() { tun.WakeReader(d.tun) }
 
 // getBatch waits for a free full-size batch; nil once the device stops.
 func (d *Device) getBatch() *batch { return d.getFrom(false) }

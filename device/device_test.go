@@ -11,6 +11,7 @@ import (
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/leakcheck"
 	"github.com/fips-go/fips-go/tun"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
@@ -74,7 +75,7 @@ func memPair(t testing.TB, nopts membind.NetOptions) (a, b *node) {
 // memPairOn is memPair on a network the caller keeps, to add other binds.
 func memPairOn(t testing.TB, netw *membind.Network) (a, b *node) {
 	t.Helper()
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	a = newNode(t, memtun.New("a", 1420, 4096), netw.NewBind(hostA), addrA, hostA, Options{})
 	b = newNode(t, memtun.New("b", 1420, 4096), netw.NewBind(hostB), addrB, hostB, Options{})
@@ -174,7 +175,7 @@ func TestNoRouteAndBadSourceAreDroppedAndCounted(t *testing.T) {
 }
 
 func TestGarbageDatagramsAreCounted(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	netw := membind.NewNetwork(membind.NetOptions{})
 	host := netip.MustParseAddr("192.0.2.1")
 	a := newNode(t, memtun.New("a", 1420, 64), netw.NewBind(host), addrA, host, Options{})

@@ -1,8 +1,9 @@
 package device
 
 import (
-	"encoding/binary"
 	"hash/maphash"
+
+	"github.com/fips-go/fips-go/internal/packet"
 )
 
 // flowBuckets is the number of classes a peer's outbound flows are hashed
@@ -35,19 +36,21 @@ func flowKey(pkt []byte, key *[flowKeyMax]byte) int {
 	var proto byte
 	var l4 []byte
 	switch {
-	case len(pkt) >= 20 && pkt[0]>>4 == 4:
-		ihl := int(pkt[0]&0xf) * 4
-		proto = pkt[9]
-		n = copy(key[:], pkt[12:20])
+	case len(pkt) >= packet.IPv4HeaderLen && packet.Version(pkt) == 4:
+		ip := packet.IPv4Header(pkt)
+		ihl := ip.HeaderLen()
+		proto = ip.Protocol()
+		n = copy(key[:], ip.Addrs())
 		// Ports only in the first fragment (offset 0).
-		if ihl >= 20 && len(pkt) >= ihl+4 && binary.BigEndian.Uint16(pkt[6:8])&0x1fff == 0 {
+		if ihl >= packet.IPv4HeaderLen && len(pkt) >= ihl+4 && ip.FragOffset() == 0 {
 			l4 = pkt[ihl:]
 		}
-	case len(pkt) >= 40 && pkt[0]>>4 == 6:
-		proto = pkt[6]
-		n = copy(key[:], pkt[8:40])
-		if len(pkt) >= 44 {
-			l4 = pkt[40:]
+	case len(pkt) >= packet.IPv6HeaderLen && packet.Version(pkt) == 6:
+		ip := packet.IPv6Header(pkt)
+		proto = ip.NextHeader()
+		n = copy(key[:], ip.Addrs())
+		if len(pkt) >= packet.IPv6HeaderLen+4 {
+			l4 = pkt[packet.IPv6HeaderLen:]
 		}
 	default:
 		return 0
@@ -55,15 +58,15 @@ func flowKey(pkt []byte, key *[flowKeyMax]byte) int {
 	key[n] = proto
 	n++
 	switch proto {
-	case 6, 17, 33, 132, 136:
+	case packet.ProtoTCP, packet.ProtoUDP, packet.ProtoDCCP, packet.ProtoSCTP, packet.ProtoUDPLite:
 		if l4 != nil {
-			n += copy(key[n:], l4[:4])
+			n += copy(key[n:], l4[:4]) // the ports, where all five keep them
 		}
-	case 1, 58:
+	case packet.ProtoICMPv4, packet.ProtoICMPv6:
 		// ICMP echo: the identifier tells one ping session from another,
 		// as a port would (type and code first, then checksum, then it).
 		if len(l4) >= 6 {
-			n += copy(key[n:], l4[4:6])
+			n += copy(key[n:], packet.ICMPEchoID(l4))
 		}
 	}
 	return n

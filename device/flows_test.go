@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"net/netip"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +12,8 @@ import (
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device/aqm"
+	"github.com/fips-go/fips-go/internal/leakcheck"
+	"github.com/fips-go/fips-go/tun"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
 
@@ -93,6 +94,8 @@ type scriptTUN struct {
 	once   sync.Once
 }
 
+var _ tun.Device = (*scriptTUN)(nil)
+
 func (s *scriptTUN) Close() error {
 	s.once.Do(func() { close(s.closed) })
 	return s.Device.Close()
@@ -106,14 +109,14 @@ func (s *scriptTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 		}
 		return len(pkts), nil
 	case <-s.closed:
-		return 0, os.ErrClosed
+		return 0, tun.ErrGone
 	}
 }
 
 // A sparse flow's packet is sent ahead of a bulk flow's backlog, and every
 // packet of the bulk flow still arrives in order.
 func TestSparseFlowOvertakesBulkBacklog(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	netw := membind.NewNetwork(membind.NetOptions{QueueLen: 8192})
 	hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	gate := &gatedBind{Bind: netw.NewBind(hostA), small: 200, open: make(chan struct{})}
@@ -187,7 +190,7 @@ func TestSparseFlowOvertakesBulkBacklog(t *testing.T) {
 // only when no peer's allowed IPs hold them: moving the others into their
 // peers' batches must not count them too.
 func TestMixedReadCountsOnlyUnroutable(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	netw := membind.NewNetwork(membind.NetOptions{QueueLen: 1024})
 	hostA, hostB, hostC := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("192.0.2.3")
 	addrC := netip.MustParseAddr("10.0.0.3")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/conn/membind"
+	"github.com/fips-go/fips-go/internal/leakcheck"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
 
@@ -26,7 +27,7 @@ func TestIdlePeersReleaseTheirBuffers(t *testing.T) {
 		n = 100
 	}
 	synctest.Test(t, func(t *testing.T) {
-		checkGoroutines(t)
+		leakcheck.Check(t)
 		// Small pools keep 1,001 devices cheap; per-peer sizes are the
 		// defaults (PeerQueue 256, send scratch of the bind's 128).
 		opts := Options{Workers: 1, BatchSize: 8, Batches: 4, SmallBatches: 4, HandshakeQueue: 8, StagingBuffers: 4}

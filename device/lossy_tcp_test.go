@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/conn/membind"
+	"github.com/fips-go/fips-go/internal/leakcheck"
 	"github.com/fips-go/fips-go/tun/netstack"
 )
 
@@ -22,7 +23,7 @@ import (
 // backoff (a 1 MiB transfer took minutes) while the devices drop nothing but
 // replays, so the test would measure gVisor's loss recovery, not the tunnel.
 func TestLossyNetworkTCPTransferCompletes(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	netw := membind.NewNetwork(membind.NetOptions{Loss: 0.02, Duplicate: 0.05, Reorder: 0.10, Seed: 11, QueueLen: 8192})
 	hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	nsA, err := netstack.New(netstack.Options{Addresses: []netip.Addr{addrA}})

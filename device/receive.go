@@ -1,12 +1,12 @@
 package device
 
 import (
-	"time"
-
 	"encoding/binary"
+	"time"
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/packet"
 	"github.com/fips-go/fips-go/tun"
 )
 
@@ -250,24 +250,21 @@ func (p *Peer) setEndpointIfChanged(ep conn.Endpoint) {
 
 // innerLength is the length the IP header claims, if the packet holds it.
 func innerLength(pkt []byte) (int, bool) {
-	if len(pkt) < 1 {
-		return 0, false
-	}
-	switch pkt[0] >> 4 {
+	switch packet.Version(pkt) {
 	case 4:
-		if len(pkt) < 20 {
+		if len(pkt) < packet.IPv4HeaderLen {
 			return 0, false
 		}
-		n := int(binary.BigEndian.Uint16(pkt[2:4]))
-		if n < 20 || n > len(pkt) {
+		n := packet.IPv4Header(pkt).TotalLen()
+		if n < packet.IPv4HeaderLen || n > len(pkt) {
 			return 0, false
 		}
 		return n, true
 	case 6:
-		if len(pkt) < 40 {
+		if len(pkt) < packet.IPv6HeaderLen {
 			return 0, false
 		}
-		n := 40 + int(binary.BigEndian.Uint16(pkt[4:6]))
+		n := packet.IPv6HeaderLen + packet.IPv6Header(pkt).PayloadLen()
 		if n > len(pkt) {
 			return 0, false
 		}

@@ -34,7 +34,7 @@ func (d *Device) receiver(fn conn.ReceiveFunc) {
 			continue
 		}
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) || errors.Is(err, conn.ErrBindClosed) || d.stopping() {
+			if errors.Is(err, net.ErrClosed) || d.stopping() {
 				break
 			}
 			d.ctr.inc(cRxReceiveErrors)

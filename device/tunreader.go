@@ -2,18 +2,16 @@ package device
 
 import (
 	"errors"
-	"fmt"
 	"io"
-	"os"
-	"syscall"
 	"time"
 
 	"github.com/fips-go/fips-go/tun"
 )
 
 // tunReader reads batches from the TUN and routes them to peers. It stops
-// the device when the TUN goes away (ip link del, Close), or when its Read
-// keeps panicking; any other error costs only the packets it concerns.
+// the device when the TUN goes away (tun.ErrGone: ip link del, Close), or
+// when its Read keeps panicking (tun.ErrReadPanicked); any other error
+// costs only the packets it concerns.
 func (d *Device) tunReader() {
 	defer d.readersWG.Done()
 	rb := d.getBatch()
@@ -22,11 +20,9 @@ func (d *Device) tunReader() {
 		if rb = d.current(rb); rb == nil {
 			break
 		}
-		n, err := d.readTUN(rb)
-		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
-			// Woken by mtuChanged: go round so current swaps the batch.
-			d.tun.File().SetReadDeadline(time.Time{})
-			continue
+		n, err := d.tun.Read(rb.bufs, rb.sizes, tun.Headroom)
+		if n == 0 && errors.Is(err, tun.ErrWoken) {
+			continue // woken by mtuChanged: go round so current swaps the batch
 		}
 		if err != nil && !d.tunReadFailed(&retry, err, n > 0) {
 			break
@@ -67,12 +63,12 @@ func (d *Device) tunReadFailed(retry *retryPolicy, err error, progress bool) boo
 	if d.stopping() {
 		return false
 	}
-	if tunGone(err) {
+	if errors.Is(err, tun.ErrGone) {
 		d.opts.Logf("device: TUN gone, stopping: %v", err)
 		d.shutdown(err)
 		return false
 	}
-	if errors.Is(err, errTUNPanic) {
+	if errors.Is(err, tun.ErrReadPanicked) {
 		return d.tunReadPanicked(retry, err)
 	}
 	if errors.Is(err, io.ErrShortBuffer) {
@@ -98,7 +94,8 @@ func (d *Device) tunReadFailed(retry *retryPolicy, err error, progress bool) boo
 	return d.pause(wait)
 }
 
-// tunReadPanicked handles a panic in the TUN's Read. The one cause we know
+// tunReadPanicked handles a panic in the TUN's Read, which the tun package
+// recovered and reported as tun.ErrReadPanicked. The one cause we know
 // is a packet that outgrew our buffers because the MTU went up and its
 // event has not reached us yet: re-read the MTU and read on. If that does
 // not cure it, the panic is deterministic and re-reading would only burn a
@@ -134,20 +131,6 @@ func (d *Device) pause(wait time.Duration) bool {
 	}
 }
 
-// errTUNPanic wraps a panic inside the TUN's Read. wireguard-go's TUN
-// splits an offloaded super-packet into our buffers without checking their
-// size, which panics if the MTU grew before we heard of it.
-var errTUNPanic = errors.New("device: TUN read panicked")
-
-func (d *Device) readTUN(rb *batch) (n int, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			n, err = 0, fmt.Errorf("%w: %v", errTUNPanic, r)
-		}
-	}()
-	return d.tun.Read(rb.bufs, rb.sizes, tun.Headroom)
-}
-
 // current swaps a batch from a retired pool (the MTU grew) for a new one.
 // Readers keep their batch across reads, so without this they would go on
 // reading into buffers too small for the new MTU.
@@ -157,14 +140,4 @@ func (d *Device) current(b *batch) *batch {
 	}
 	b.release()
 	return d.getBatch()
-}
-
-// tunGone reports whether a read error means the TUN itself is gone, the
-// only read error that stops the device. Once its netdev is unregistered
-// (ip link del, or deleting the network namespace it lives in) a Linux TUN
-// fd answers EBADFD, which wireguard-go's Read reports as os.ErrClosed; a
-// TUN that passes it through must stop the device just the same.
-func tunGone(err error) bool {
-	return errors.Is(err, os.ErrClosed) || errors.Is(err, errTUNDetached) ||
-		errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.EIO)
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/conn/membind"
+	"github.com/fips-go/fips-go/internal/leakcheck"
 	"github.com/fips-go/fips-go/tun"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
@@ -74,7 +74,7 @@ var _ conn.Bind = (*faultyBind)(nil)
 // faultyPair is memPair with a's TUN and b's bind replaced.
 func faultyPair(t *testing.T, ta tun.Device, wrapB func(*membind.Bind) conn.Bind) (a, b *node) {
 	t.Helper()
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	netw := membind.NewNetwork(membind.NetOptions{})
 	hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	bb := conn.Bind(netw.NewBind(hostB))
@@ -117,22 +117,23 @@ func TestTUNReadErrorsDoNotStopTheDevice(t *testing.T) {
 	})
 }
 
-// A Read that panics every time is a bug that re-reading cannot fix: the
-// device must stop with the error instead of spinning a core.
+// A Read that panics every time (the tun package recovers it and says so)
+// is a bug that re-reading cannot fix: the device must stop with the error
+// instead of spinning a core.
 func TestTUNReadPanicsStopTheDevice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		checkGoroutines(t)
+		leakcheck.Check(t)
 		ta := &faultyTUN{Device: memtun.New("a", 1420, 64), fault: func(call int) error {
 			if call > 100000 {
-				return os.ErrClosed // a guard, so that a spinning reader ends too
+				return tun.ErrGone // a guard, so that a spinning reader ends too
 			}
-			panic("slice bounds out of range")
+			return fmt.Errorf("%w: slice bounds out of range", tun.ErrReadPanicked)
 		}}
 		var logs atomic.Int64
 		a := newNode(t, ta, membind.NewNetwork(membind.NetOptions{}).NewBind(netip.MustParseAddr("192.0.2.1")), addrA, addrA,
 			Options{Logf: func(string, ...any) { logs.Add(1) }})
 		<-a.dev.Done()
-		if err := a.dev.Err(); !errors.Is(err, errTUNPanic) {
+		if err := a.dev.Err(); !errors.Is(err, tun.ErrReadPanicked) {
 			t.Fatalf("device stopped with %v, want the panic", err)
 		}
 		if n := ta.readCalls(); n > maxReadPanics {
@@ -149,8 +150,8 @@ func TestTUNReadPanicsStopTheDevice(t *testing.T) {
 
 func TestTUNClosedStopsTheDevice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		checkGoroutines(t)
-		ta := &faultyTUN{Device: memtun.New("a", 1420, 64), fault: func(int) error { return os.ErrClosed }}
+		leakcheck.Check(t)
+		ta := &faultyTUN{Device: memtun.New("a", 1420, 64), fault: func(int) error { return fmt.Errorf("read: %w", tun.ErrGone) }}
 		// New, not newNode: the reader may stop the device before a
 		// configuration could be applied, and Apply then (rightly) fails.
 		dev, err := New(ta, membind.NewNetwork(membind.NetOptions{}).NewBind(netip.MustParseAddr("192.0.2.1")), Options{})
@@ -159,8 +160,8 @@ func TestTUNClosedStopsTheDevice(t *testing.T) {
 		}
 		t.Cleanup(func() { dev.Close() })
 		<-dev.Done()
-		if err := dev.Err(); !errors.Is(err, os.ErrClosed) {
-			t.Fatalf("device stopped with %v, want os.ErrClosed", err)
+		if err := dev.Err(); !errors.Is(err, tun.ErrGone) {
+			t.Fatalf("device stopped with %v, want tun.ErrGone", err)
 		}
 		if n := ta.readCalls(); n != 1 {
 			t.Fatalf("Read called %d times after the TUN closed, want 1", n)

@@ -10,7 +10,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/devicetest"
 	"github.com/fips-go/fips-go/device/noise"
@@ -21,10 +20,8 @@ import (
 
 var addrA, addrB = netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 
-// newDevice retransmits unanswered initiations every 300 ms instead of 5 s.
-func newDevice(t *testing.T, td *memtun.Device, b *membind.Bind) (*device.Device, noise.PrivateKey) {
-	return devicetest.New(t, td, b, device.Options{Timers: timers.Params{RekeyTimeout: 300 * time.Millisecond}})
-}
+// fastRetry retransmits unanswered initiations every 300 ms instead of 5 s.
+var fastRetry = device.Options{Timers: timers.Params{RekeyTimeout: 300 * time.Millisecond}}
 
 // fakeDNS is a resolver the test controls, counting lookups per host.
 type fakeDNS struct {
@@ -50,23 +47,9 @@ type setup struct {
 // newSetup: a's config says b is at 192.0.2.2 (as the name resolved when
 // the file was read), but b now lives at 192.0.2.3.
 func newSetup(t *testing.T) *setup {
-	netw := membind.NewNetwork(membind.NetOptions{})
-	s := &setup{ta: memtun.New("a", 1420, 64), tb: memtun.New("b", 1420, 64)}
-	var keyA noise.PrivateKey
-	s.a, keyA = newDevice(t, s.ta, netw.NewBind(netip.MustParseAddr("192.0.2.1")))
-	var kb noise.PrivateKey
-	s.b, kb = newDevice(t, s.tb, netw.NewBind(netip.MustParseAddr("192.0.2.3")))
-	s.keyB, s.portB = kb.PublicKey(), s.b.Status().ListenPort
-	stale := netip.AddrPortFrom(netip.MustParseAddr("192.0.2.2"), s.portB)
-	if err := s.a.Apply(&device.Config{Peers: []device.PeerConfig{{PublicKey: s.keyB, Endpoint: &stale,
-		AllowedIPs: []device.AllowedIPChange{{Prefix: netip.PrefixFrom(addrB, 32)}}}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.b.Apply(&device.Config{Peers: []device.PeerConfig{{PublicKey: keyA.PublicKey(),
-		AllowedIPs: []device.AllowedIPChange{{Prefix: netip.PrefixFrom(addrA, 32)}}}}}); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	p := devicetest.NewPair(t, devicetest.PairOptions{A: fastRetry, B: fastRetry, TUNQueue: 64,
+		AddrA: addrA, AddrB: addrB, HostB: netip.MustParseAddr("192.0.2.3"), StaleHostB: netip.MustParseAddr("192.0.2.2")})
+	return &setup{a: p.A, b: p.B, ta: p.MemA(t), tb: p.MemB(t), keyB: p.KeyB.PublicKey(), portB: p.EndpointB.Port()}
 }
 
 func (s *setup) run(t *testing.T, dns *fakeDNS) {

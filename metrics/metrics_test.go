@@ -15,7 +15,6 @@ import (
 	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/devicetest"
-	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/metrics"
 	"github.com/fips-go/fips-go/tun/memtun"
 	dto "github.com/prometheus/client_model/go"
@@ -108,39 +107,21 @@ next:
 }
 
 type pair struct {
-	a, b       *device.Device
-	ta         *memtun.Device
-	tb         *memtun.Device
-	keyA, keyB noise.PrivateKey
-	netw       *membind.Network
-	epA        netip.AddrPort
+	*devicetest.Pair
+	a, b   *device.Device
+	ta, tb *memtun.Device
+	netw   *membind.Network
+	epA    netip.AddrPort
 }
 
 var addrA, addrB = netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 
-// newPair is two in-memory devices that know each other; only a knows b's
-// endpoint.
+// newPair is the shared two-device fixture, with short names for the
+// fields these tests use most; only a knows b's endpoint.
 func newPair(t testing.TB) *pair {
 	t.Helper()
-	p := &pair{netw: membind.NewNetwork(membind.NetOptions{})}
-	hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
-	p.ta, p.tb = memtun.New("a", 1420, 4096), memtun.New("b", 1420, 4096)
-	p.a, p.keyA = devicetest.New(t, p.ta, p.netw.NewBind(hostA), device.Options{})
-	p.b, p.keyB = devicetest.New(t, p.tb, p.netw.NewBind(hostB), device.Options{})
-	p.epA = netip.AddrPortFrom(hostA, p.a.Status().ListenPort)
-	epB := netip.AddrPortFrom(hostB, p.b.Status().ListenPort)
-	apply(t, p.a, device.PeerConfig{PublicKey: p.keyB.PublicKey(), Endpoint: &epB,
-		AllowedIPs: []device.AllowedIPChange{{Prefix: netip.PrefixFrom(addrB, 32)}}})
-	apply(t, p.b, device.PeerConfig{PublicKey: p.keyA.PublicKey(),
-		AllowedIPs: []device.AllowedIPChange{{Prefix: netip.PrefixFrom(addrA, 32)}}})
-	return p
-}
-
-func apply(t testing.TB, d *device.Device, pcs ...device.PeerConfig) {
-	t.Helper()
-	if err := d.Apply(&device.Config{Peers: pcs}); err != nil {
-		t.Fatal(err)
-	}
+	dp := devicetest.NewPair(t, devicetest.PairOptions{AddrA: addrA, AddrB: addrB})
+	return &pair{Pair: dp, a: dp.A, b: dp.B, ta: dp.MemA(t), tb: dp.MemB(t), netw: dp.Net, epA: dp.EndpointA}
 }
 
 func (p *pair) send(t testing.TB, n int) {
@@ -166,7 +147,7 @@ func TestScrapeParsesAndCountersMoveWithTraffic(t *testing.T) {
 	p := newPair(t)
 	h := metrics.NewHandler(metrics.NewCollector(p.a, metrics.Options{Interface: "wg0"}))
 	before := scrape(t, h)
-	peerB := p.keyB.PublicKey().String()
+	peerB := p.KeyB.PublicKey().String()
 	if v := value(before, "fipsgo_peers", "interface", "wg0"); v != 1 {
 		t.Fatalf("fipsgo_peers = %v, want 1", v)
 	}
@@ -349,7 +330,7 @@ func tenThousandPeers(t testing.TB) *device.Device {
 		pfx := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 1}), 32)
 		pcs[i].AllowedIPs = []device.AllowedIPChange{{Prefix: pfx}}
 	}
-	apply(t, d, pcs...)
+	devicetest.Peer(t, d, pcs...)
 	return d
 }
 

@@ -5,13 +5,13 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/internal/leakcheck"
 	"github.com/fips-go/fips-go/metrics"
 )
 
@@ -79,25 +79,10 @@ func newServer(t *testing.T, src metrics.Source, timeout time.Duration) *metrics
 	return s
 }
 
-// noLeak fails the test if the goroutines it started outlive it.
-func noLeak(t *testing.T) {
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(2 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<16)
-			t.Errorf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
-		}
-	})
-}
-
 // TestRequestsAnswered: the status and head of each kind of request, each
 // on a connection of its own.
 func TestRequestsAnswered(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	s := newServer(t, &fakeSource{peers: 1}, 5*time.Second)
 	for _, c := range []struct {
 		req, method string
@@ -155,7 +140,7 @@ func TestRequestsAnswered(t *testing.T) {
 // TestMalformedRequestLine: garbage is answered 400 and the connection
 // closed.
 func TestMalformedRequestLine(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	s := newServer(t, nil, 5*time.Second)
 	for _, line := range []string{
 		"GARBAGE\r\n\r\n",
@@ -179,7 +164,7 @@ func TestMalformedRequestLine(t *testing.T) {
 // TestOversizedHead: a head above 8 KiB is answered 431 and closed, the
 // rest of it unread.
 func TestOversizedHead(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	s := newServer(t, nil, 5*time.Second)
 	r := dial(t, s)
 	go io.WriteString(r.c, "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("a", 20<<10)+"\r\n\r\n")
@@ -200,7 +185,7 @@ func TestOversizedHead(t *testing.T) {
 // cut off at the read-header timeout, as is one that sends nothing, and a
 // kept-alive connection at the idle timeout.
 func TestSlowHeadCut(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	const timeout = 100 * time.Millisecond
 	s := newServer(t, nil, timeout)
 	for _, c := range []struct{ name, send string }{
@@ -227,7 +212,7 @@ func TestSlowHeadCut(t *testing.T) {
 // TestKeepAlive: requests in turn and pipelined share a connection, which
 // closes when the client asks.
 func TestKeepAlive(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	s := newServer(t, &fakeSource{}, 5*time.Second)
 	r := dial(t, s)
 	const get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -267,7 +252,7 @@ func (b *blockingSource) Stats(int) device.Stats {
 // TestThirdScrapeRefused: with two scrapes in flight a third gets 503,
 // and the two complete.
 func TestThirdScrapeRefused(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	src := newBlockingSource()
 	s := newServer(t, src, 5*time.Second)
 	var wg sync.WaitGroup
@@ -304,7 +289,7 @@ func TestThirdScrapeRefused(t *testing.T) {
 // TestConnectionCap: beyond eight connections the next waits in the
 // backlog, unanswered, until one closes.
 func TestConnectionCap(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	s := newServer(t, &fakeSource{}, 5*time.Second)
 	const get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
 	var open []*rawConn
@@ -332,7 +317,7 @@ func TestConnectionCap(t *testing.T) {
 // TestCloseWaitsForScrape: Close closes idle connections at once, lets a
 // scrape in progress finish (with Connection: close), and returns after.
 func TestCloseWaitsForScrape(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	src := newBlockingSource()
 	s := newServer(t, src, 5*time.Second)
 	idle := dial(t, s)
@@ -364,7 +349,7 @@ func TestCloseWaitsForScrape(t *testing.T) {
 // TestCloseCutsStuckScrape: a scrape still running after the grace period
 // has its connection closed; Close returns once the Source does.
 func TestCloseCutsStuckScrape(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	src := newBlockingSource()
 	s := newServer(t, src, 50*time.Millisecond)
 	busy := dial(t, s)
@@ -401,7 +386,7 @@ func (p *panickingSource) Stats(int) device.Stats {
 // connection, be logged, and leave the server (its scrape slots too)
 // serving the next one.
 func TestPanicCostsItsConnectionOnly(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	ln, err := metrics.ListenTCP("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

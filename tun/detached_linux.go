@@ -38,6 +38,12 @@ func (d *detachedDevice) MTU() (int, error) { return d.mtu, nil }
 // Events implements Device: EventUp once, closed by Close.
 func (d *detachedDevice) Events() <-chan Event { return d.events }
 
+// Read implements Device.
+func (d *detachedDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
+	n, err := readWG(d.Device, bufs, sizes, offset)
+	return n, readErr(d, err)
+}
+
 // Write implements Device with a packet count, as kernelDevice does.
 func (d *detachedDevice) Write(bufs [][]byte, offset int) (int, error) {
 	if _, err := d.Device.Write(bufs, offset); err != nil {

@@ -1,6 +1,10 @@
 package tun
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/fips-go/fips-go/internal/packet"
+)
 
 // This file plans how a batch of packets is written to a kernel TUN that has
 // IFF_VNET_HDR and the TSO/USO offloads on: consecutive TCP segments (and,
@@ -67,15 +71,17 @@ const (
 	groMaxFlows = 16
 )
 
+// Short names for the header constants this package uses most.
 const (
-	protoTCP = 6
-	protoUDP = 17
+	protoTCP = packet.ProtoTCP
+	protoUDP = packet.ProtoUDP
 
-	tcpFlagFIN = 0x01
-	tcpFlagSYN = 0x02
-	tcpFlagRST = 0x04
-	tcpFlagPSH = 0x08
-	tcpFlagACK = 0x10
+	tcpFlagFIN = packet.TCPFin
+	tcpFlagSYN = packet.TCPSyn
+	tcpFlagRST = packet.TCPRst
+	tcpFlagPSH = packet.TCPPsh
+	tcpFlagACK = packet.TCPAck
+	tcpFlagCWR = packet.TCPCwr
 )
 
 // groKey is what makes two packets one flow for coalescing.
@@ -101,54 +107,57 @@ type groPkt struct {
 // parseGRO reads pkt, an IP packet exactly as long as its length field says
 // (the data path trims to that before writing). It never reads past pkt.
 func parseGRO(pkt []byte) (g groPkt) {
-	if len(pkt) < 20 {
+	if len(pkt) < packet.IPv4HeaderLen {
 		return g
 	}
-	switch pkt[0] >> 4 {
+	switch packet.Version(pkt) {
 	case 4:
-		ihl := int(pkt[0]&0xf) * 4
+		ip := packet.IPv4Header(pkt)
+		ihl := ip.HeaderLen()
 		// A fragment's later pieces have no ports: neither key nor merge.
-		if ihl < 20 || len(pkt) < ihl || binary.BigEndian.Uint16(pkt[6:])&0x3fff != 0 {
+		if ihl < packet.IPv4HeaderLen || len(pkt) < ihl || ip.Fragment() {
 			return g
 		}
 		g.ipLen = ihl
-		g.key.proto = pkt[9]
-		copy(g.key.addrs[:8], pkt[12:20])
-		g.eligible = ihl == 20 && int(binary.BigEndian.Uint16(pkt[2:])) == len(pkt)
+		g.key.proto = ip.Protocol()
+		copy(g.key.addrs[:8], ip.Addrs())
+		g.eligible = ihl == packet.IPv4HeaderLen && ip.TotalLen() == len(pkt)
 	case 6:
-		if len(pkt) < 40 {
+		if len(pkt) < packet.IPv6HeaderLen {
 			return g
 		}
-		g.ipLen = 40
+		ip := packet.IPv6Header(pkt)
+		g.ipLen = packet.IPv6HeaderLen
 		g.key.v6 = true
-		g.key.proto = pkt[6] // extension headers: no key, so never merged
-		copy(g.key.addrs[:], pkt[8:40])
-		g.eligible = int(binary.BigEndian.Uint16(pkt[4:]))+40 == len(pkt)
+		g.key.proto = ip.NextHeader() // extension headers: no key, so never merged
+		copy(g.key.addrs[:], ip.Addrs())
+		g.eligible = ip.PayloadLen()+packet.IPv6HeaderLen == len(pkt)
 	default:
 		return g
 	}
 	hl := g.ipLen
 	switch {
-	case g.key.proto == protoTCP && len(pkt) >= hl+20:
-		th := int(pkt[hl+12]>>4) * 4
-		if th < 20 || len(pkt) < hl+th {
+	case g.key.proto == protoTCP && len(pkt) >= hl+packet.TCPHeaderLen:
+		tcp := packet.TCPHeader(pkt[hl:])
+		th := tcp.HeaderLen()
+		if th < packet.TCPHeaderLen || len(pkt) < hl+th {
 			return groPkt{}
 		}
 		g.hdrLen = hl + th
-		g.seq = binary.BigEndian.Uint32(pkt[hl+4:])
-		flags := pkt[hl+13]
+		g.seq = tcp.Seq()
+		flags := tcp.Flags()
 		g.push = flags&tcpFlagPSH != 0
 		// Only plain data segments merge: the kernel's own GRO leaves
 		// SYN, FIN, RST, URG, ECE and CWR alone too.
 		g.eligible = g.eligible && flags&^tcpFlagPSH == tcpFlagACK
-	case g.key.proto == protoUDP && len(pkt) >= hl+8:
-		g.hdrLen = hl + 8
-		g.eligible = g.eligible && int(binary.BigEndian.Uint16(pkt[hl+4:])) == len(pkt)-hl
+	case g.key.proto == protoUDP && len(pkt) >= hl+packet.UDPHeaderLen:
+		g.hdrLen = hl + packet.UDPHeaderLen
+		g.eligible = g.eligible && packet.UDPHeader(pkt[hl:]).Length() == len(pkt)-hl
 	default:
 		return groPkt{}
 	}
 	g.hasKey = true
-	g.key.ports = binary.BigEndian.Uint32(pkt[hl:])
+	g.key.ports = packet.TCPHeader(pkt[hl:]).Ports() // UDP's ports lie where TCP's do
 	g.payload = len(pkt) - g.hdrLen
 	g.eligible = g.eligible && g.payload > 0
 	return g

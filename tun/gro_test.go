@@ -8,7 +8,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/fips-go/fips-go/tun/internal/packet"
+	"github.com/fips-go/fips-go/internal/packet"
 )
 
 // kernelSplit does what the kernel does with a frame written to the TUN:

@@ -102,12 +102,27 @@ func newKernelDevice(inner wgtun.Device) *kernelDevice {
 	return d
 }
 
+var (
+	_ Device = (*kernelDevice)(nil)
+	_ Device = (*detachedDevice)(nil)
+)
+
 // Read implements Device.
-func (d *kernelDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
+func (d *kernelDevice) Read(bufs [][]byte, sizes []int, offset int) (n int, err error) {
 	if d.split != nil {
-		return d.split.read(bufs, sizes, offset)
+		n, err = d.split.read(bufs, sizes, offset)
+	} else {
+		n, err = readWG(d.Device, bufs, sizes, offset)
 	}
-	return d.Device.Read(bufs, sizes, offset)
+	return n, readErr(d, err)
+}
+
+// readWG reads through wireguard-go's TUN, whose Read splits offloaded
+// super-packets without checking that the segments fit the buffers, and so
+// panics if the MTU grew before the caller heard of it.
+func readWG(dev wgtun.Device, bufs [][]byte, sizes []int, offset int) (n int, err error) {
+	defer recoverRead(&n, &err)
+	return dev.Read(bufs, sizes, offset)
 }
 
 // Write implements Device. On error no count of packets is known, so it
@@ -158,7 +173,22 @@ func (d *kernelDevice) send(e Event) {
 func (d *kernelDevice) passInner() {
 	for e := range d.Device.Events() {
 		if !d.following.Load() {
-			d.send(e)
+			d.send(fromWG(e))
 		}
 	}
+}
+
+// fromWG translates wireguard-go's events into ours.
+func fromWG(e wgtun.Event) Event {
+	var out Event
+	if e&wgtun.EventUp != 0 {
+		out |= EventUp
+	}
+	if e&wgtun.EventDown != 0 {
+		out |= EventDown
+	}
+	if e&wgtun.EventMTUUpdate != 0 {
+		out |= EventMTUUpdate
+	}
+	return out
 }

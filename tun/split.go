@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+
+	"github.com/fips-go/fips-go/internal/packet"
 )
 
 // This file is the read side of the virtio-net offloads: the kernel hands
@@ -17,8 +19,6 @@ import (
 // vnetGSOECN is ORed into gso_type when the super-packet's first segment
 // carries CWR (SKB_GSO_TCP_ECN): only that segment may keep the flag.
 const vnetGSOECN = 0x80
-
-const tcpFlagCWR = 0x80
 
 // Errors a split returns for a super-packet it cannot cut; the reader drops
 // that packet and counts it.
@@ -100,29 +100,32 @@ func finishChecksum(pkt []byte, start, off int) bool {
 func splitGSO(h vnetHdr, in []byte, out [][]byte, sizes []int, offset, from int) (n, next int, err error) {
 	gsoType := h.gsoType &^ vnetGSOECN
 	hl, gso := int(h.csumStart), int(h.gsoSize)
-	if len(in) < 20 || gso == 0 {
+	if len(in) < packet.IPv4HeaderLen || gso == 0 {
 		return 0, 0, errSplitMalformed
 	}
-	v6 := in[0]>>4 == 6
+	version := packet.Version(in)
+	v6 := version == 6
 	var proto uint8
 	var hdrLen, csumAt int
 	switch {
 	case (gsoType == vnetGSOTCPv4 && !v6) || (gsoType == vnetGSOTCPv6 && v6):
 		proto = protoTCP
-		if len(in) < hl+20 {
+		if len(in) < hl+packet.TCPHeaderLen {
 			return 0, 0, errSplitMalformed
 		}
-		hdrLen, csumAt = hl+int(in[hl+12]>>4)*4, hl+16
-		if hdrLen < hl+20 {
+		hdrLen, csumAt = hl+packet.TCPHeader(in[hl:]).HeaderLen(), hl+16
+		if hdrLen < hl+packet.TCPHeaderLen {
 			return 0, 0, errSplitMalformed
 		}
 	case gsoType == vnetGSOUDPL4:
 		proto = protoUDP
-		hdrLen, csumAt = hl+8, hl+6
+		hdrLen, csumAt = hl+packet.UDPHeaderLen, hl+6
 	default:
-		return 0, 0, fmt.Errorf("%w: GSO type %#x for IP version %d", errSplitMalformed, h.gsoType, in[0]>>4)
+		return 0, 0, fmt.Errorf("%w: GSO type %#x for IP version %d", errSplitMalformed, h.gsoType, version)
 	}
-	if (v6 && hl != 40) || (!v6 && (in[0]>>4 != 4 || hl < 20 || hl != int(in[0]&0xf)*4)) || hdrLen > len(in) {
+	if (v6 && hl != packet.IPv6HeaderLen) ||
+		(!v6 && (version != 4 || hl < packet.IPv4HeaderLen || hl != packet.IPv4Header(in).HeaderLen())) ||
+		hdrLen > len(in) {
 		return 0, 0, errSplitMalformed
 	}
 	// What every segment shares: the addresses of the pseudo-header.
@@ -136,7 +139,7 @@ func splitGSO(h vnetHdr, in []byte, out [][]byte, sizes []int, offset, from int)
 	end := min(segs, from+len(out))
 	seq := uint32(0)
 	if proto == protoTCP {
-		seq = binary.BigEndian.Uint32(in[hl+4:])
+		seq = packet.TCPHeader(in[hl:]).Seq()
 	}
 	for i := from; i < end; i++ {
 		chunk := payload[i*gso : min((i+1)*gso, len(payload))]
@@ -148,23 +151,25 @@ func splitGSO(h vnetHdr, in []byte, out [][]byte, sizes []int, offset, from int)
 		copy(dst, in[:hdrLen])
 		seg := dst[:total]
 		if v6 {
-			binary.BigEndian.PutUint16(seg[4:], uint16(total-40))
+			packet.IPv6Header(seg).SetPayloadLen(total - packet.IPv6HeaderLen)
 		} else {
-			binary.BigEndian.PutUint16(seg[2:], uint16(total))
-			binary.BigEndian.PutUint16(seg[4:], binary.BigEndian.Uint16(in[4:])+uint16(i))
+			ip := packet.IPv4Header(seg)
+			ip.SetTotalLen(total)
+			ip.SetID(packet.IPv4Header(in).ID() + uint16(i))
 			seg[10], seg[11] = 0, 0
 			binary.BigEndian.PutUint16(seg[10:], ^foldLE(sumLE(seg[:hl], 0)))
 		}
 		if proto == protoTCP {
-			binary.BigEndian.PutUint32(seg[hl+4:], seq+uint32(i*gso))
+			tcp := packet.TCPHeader(seg[hl:])
+			tcp.SetSeq(seq + uint32(i*gso))
 			if i > 0 {
-				seg[hl+13] &^= tcpFlagCWR
+				tcp.ClearFlags(tcpFlagCWR)
 			}
 			if i < segs-1 {
-				seg[hl+13] &^= tcpFlagFIN | tcpFlagPSH
+				tcp.ClearFlags(tcpFlagFIN | tcpFlagPSH)
 			}
 		} else {
-			binary.BigEndian.PutUint16(seg[hl+4:], uint16(total-hl))
+			packet.UDPHeader(seg[hl:]).SetLength(total - hl)
 		}
 		sum := sumLE(seg[hl:hdrLen], pseudoSumLE(addrSum, proto, total-hl))
 		sum = copySumLE(seg[hdrLen:], chunk, sum)

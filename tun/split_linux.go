@@ -83,9 +83,6 @@ func (r *splitReader) read(bufs [][]byte, sizes []int, offset int) (int, error) 
 	defer r.mu.Unlock()
 	if r.frame == nil {
 		n, err := r.readFrame()
-		if errors.Is(err, syscall.EBADFD) {
-			return 0, os.ErrClosed
-		}
 		if err != nil {
 			return 0, err
 		}

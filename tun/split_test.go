@@ -8,7 +8,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/fips-go/fips-go/tun/internal/packet"
+	"github.com/fips-go/fips-go/internal/packet"
 )
 
 func TestChecksumHelpersMatchRFC1071(t *testing.T) {

@@ -15,6 +15,8 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+
+	"github.com/fips-go/fips-go/internal/packet"
 )
 
 // ErrInvalidPrefix is returned by Insert for a prefix that netip considers
@@ -104,33 +106,37 @@ func (t *Table[T]) Lookup(a netip.Addr) (T, bool) {
 // too short to hold the header's addresses or of any other version. It
 // does not allocate.
 func (t *Table[T]) LookupPacketDst(pkt []byte) (T, bool) {
-	return t.lookupPacket(pkt, 16, 24)
+	return t.lookupPacket(pkt, true)
 }
 
 // LookupPacketSrc is LookupPacketDst for the source address, used on the
 // receive path to check that a peer only sends from its allowed IPs.
 func (t *Table[T]) LookupPacketSrc(pkt []byte) (T, bool) {
-	return t.lookupPacket(pkt, 12, 8)
+	return t.lookupPacket(pkt, false)
 }
 
-// IPv4 and IPv6 header lengths without options and extension headers: the
-// addresses lie within these.
-const (
-	ipv4HeaderLen = 20
-	ipv6HeaderLen = 40
-)
-
-func (t *Table[T]) lookupPacket(pkt []byte, off4, off6 int) (T, bool) {
-	if len(pkt) > 0 {
-		switch pkt[0] >> 4 {
-		case 4:
-			if len(pkt) >= ipv4HeaderLen {
-				return lookup(t.root4, key4(pkt[off4:off4+4]))
+// lookupPacket looks up pkt's destination (dst) or source address. The
+// addresses lie within the fixed IPv4 and IPv6 headers, so no options or
+// extension headers need walking.
+func (t *Table[T]) lookupPacket(pkt []byte, dst bool) (T, bool) {
+	switch packet.Version(pkt) {
+	case 4:
+		if len(pkt) >= packet.IPv4HeaderLen {
+			ip := packet.IPv4Header(pkt)
+			a := ip.Src()
+			if dst {
+				a = ip.Dst()
 			}
-		case 6:
-			if len(pkt) >= ipv6HeaderLen {
-				return lookup(t.root6, key6(pkt[off6:off6+16]))
+			return lookup(t.root4, key4(a))
+		}
+	case 6:
+		if len(pkt) >= packet.IPv6HeaderLen {
+			ip := packet.IPv6Header(pkt)
+			a := ip.Src()
+			if dst {
+				a = ip.Dst()
 			}
+			return lookup(t.root6, key6(a))
 		}
 	}
 	var zero T

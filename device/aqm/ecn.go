@@ -1,6 +1,10 @@
 package aqm
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/fips-go/fips-go/internal/packet"
+)
 
 // ECN codepoints, the low two bits of the IPv4 TOS / IPv6 traffic class
 // (RFC 3168): Not-ECT, ECT(1), ECT(0), CE.
@@ -15,15 +19,13 @@ const (
 // reports true unchanged. A packet that is not ECN-capable, or not a whole
 // IP header, is left alone and reports false: the caller drops it instead.
 func Mark(pkt []byte) bool {
-	if len(pkt) < 1 {
-		return false
-	}
-	switch pkt[0] >> 4 {
+	switch packet.Version(pkt) {
 	case 4:
-		if len(pkt) < 20 {
+		if len(pkt) < packet.IPv4HeaderLen {
 			return false
 		}
-		tos := pkt[1]
+		ip := packet.IPv4Header(pkt)
+		tos := ip.TOS()
 		switch tos & 3 {
 		case notECT:
 			return false
@@ -34,20 +36,20 @@ func Mark(pkt []byte) bool {
 		// 16-bit word holding version/IHL and TOS.
 		old := binary.BigEndian.Uint16(pkt[0:2])
 		pkt[1] = tos | ce
-		updateChecksum(pkt[10:12], old, binary.BigEndian.Uint16(pkt[0:2]))
+		updateChecksum(ip.Checksum(), old, binary.BigEndian.Uint16(pkt[0:2]))
 		return true
 	case 6:
-		if len(pkt) < 40 {
+		if len(pkt) < packet.IPv6HeaderLen {
 			return false
 		}
-		// The traffic class straddles bytes 0 and 1; its ECN bits are
-		// bits 4-5 of byte 1.
-		switch (pkt[1] >> 4) & 3 {
+		switch packet.IPv6Header(pkt).TrafficClass() & 3 {
 		case notECT:
 			return false
 		case ce:
 			return true
 		}
+		// The traffic class straddles bytes 0 and 1; its ECN bits are
+		// bits 4-5 of byte 1.
 		pkt[1] |= ce << 4
 		return true
 	}

@@ -1,5 +1,6 @@
 // Package devicetest starts devices for tests in other packages: a fresh
-// private key, the device closed when the test ends.
+// private key, the device closed when the test ends, and the two-device
+// fixture (Pair) the tests of every package above device share.
 package devicetest
 
 import (

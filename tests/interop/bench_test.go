@@ -2,18 +2,16 @@ package interop
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"runtime"
 	"runtime/metrics"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/internal/bench"
+	"github.com/fips-go/fips-go/internal/leakcheck"
 )
 
 // benchDuration is how long one b.N iteration of BenchmarkNetstackPair
@@ -118,13 +116,15 @@ func sampleHeap() (stop func() uint64) {
 // the `fips-go bench` setup: two devices in this process with netstack
 // TUNs, joined by UDP on loopback, one TCP stream through the tunnel via
 // internal/bench, benchDuration per iteration. CPU-s/GB is this process's
-// CPU time (both devices and both stacks) per 10^9 bytes received.
+// CPU time (both devices and both stacks) per 10^9 bytes received, and
+// peak-heap-MiB the most Go heap in use while it ran. For a side-by-side
+// table, run each a few times and compare the two with benchstat:
 //
-//	go test -run '^$' -bench NetstackPair -benchtime 1x ./tests/interop/
+//	go test -run '^$' -bench NetstackPair -benchtime 1x -count 5 ./tests/interop/
 func BenchmarkNetstackPair(b *testing.B) {
 	for _, p := range netstackPairs {
 		b.Run(p.name, func(b *testing.B) {
-			checkNoLeaks(b)
+			leakcheck.Check(b)
 			sender, sink := p.new(b)
 			warmUp(b, sender, sink)
 			var total pairResult
@@ -138,51 +138,4 @@ func BenchmarkNetstackPair(b *testing.B) {
 			b.ReportMetric(float64(total.peakHeap)/(1<<20), "peak-heap-MiB")
 		})
 	}
-}
-
-// TestCompareNetstack prints, for the README, a markdown table of both
-// implementations in the BenchmarkNetstackPair setup. It only runs with
-// FIPS_COMPARE=1; FIPS_COMPARE_DURATION (default 10s) sets each run's
-// length. It asserts nothing about the numbers: timings are not pass/fail.
-//
-//	FIPS_COMPARE=1 go test -run TestCompareNetstack -v ./tests/interop/
-func TestCompareNetstack(t *testing.T) {
-	if os.Getenv("FIPS_COMPARE") != "1" {
-		t.Skip("set FIPS_COMPARE=1 to run the side-by-side comparison")
-	}
-	d := 10 * time.Second
-	if s := os.Getenv("FIPS_COMPARE_DURATION"); s != "" {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			t.Fatalf("FIPS_COMPARE_DURATION: %v", err)
-		}
-	}
-	results := make([]pairResult, len(netstackPairs))
-	for i, p := range netstackPairs {
-		t.Run(p.name, func(t *testing.T) {
-			checkNoLeaks(t)
-			sender, sink := p.new(t)
-			warmUp(t, sender, sink)
-			results[i] = measurePair(t, sender, sink, 5201, d)
-		})
-	}
-	if t.Failed() {
-		return
-	}
-	fmt.Print(compareTable(d, results[0], results[1]))
-}
-
-// compareTable renders the comparison as markdown.
-func compareTable(d time.Duration, f, w pairResult) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "\nRootless netstack pair (`fips-go bench` setup: two devices, netstack TUNs, UDP over 127.0.0.1, MTU %d), one TCP stream for %v, %d CPUs, %s:\n\n",
-		mtu, d, runtime.NumCPU(), runtime.Version())
-	fmt.Fprintf(&b, "| | fips-go | wireguard-go | fips-go / wireguard-go |\n|---|---:|---:|---:|\n")
-	row := func(name string, a, c float64, prec int) {
-		fmt.Fprintf(&b, "| %s | %.*f | %.*f | %.2fx |\n", name, prec, a, prec, c, a/c)
-	}
-	row("throughput (Gbit/s)", f.Gbps(), w.Gbps(), 2)
-	row("CPU per GB (s, whole process)", f.CPUPerGB(), w.CPUPerGB(), 2)
-	row("peak Go heap in use (MiB)", float64(f.peakHeap)/(1<<20), float64(w.peakHeap)/(1<<20), 1)
-	return b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/leakcheck"
 )
 
 // warmUp sends UDP datagrams from a to b through the tunnel until one
@@ -55,7 +56,7 @@ func TestFipsPair1GiB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1 GiB transfer skipped in -short mode")
 	}
-	checkNoLeaks(t)
+	leakcheck.Check(t)
 	a, b := newFipsPair(t)
 	warmUp(t, a, b)
 	const size = 1 << 30

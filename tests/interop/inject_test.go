@@ -1,7 +1,6 @@
 package interop
 
 import (
-	"os"
 	"sync"
 
 	"github.com/fips-go/fips-go/tun"
@@ -43,6 +42,8 @@ type readBatch struct {
 	n     int
 	err   error
 }
+
+var _ tun.Device = (*injectTUN)(nil)
 
 func newInjectTUN(inner tun.Device) *injectTUN {
 	t := &injectTUN{
@@ -101,7 +102,7 @@ func (t *injectTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 		case t.pending = <-t.results:
 			t.next = 0
 		case <-t.done:
-			return 0, os.ErrClosed
+			return 0, tun.ErrGone
 		}
 	}
 	k := 0

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/leakcheck"
 )
 
 // interopCase is one fips-go <-> wireguard-go setup.
@@ -75,7 +76,7 @@ func newInteropPair(t *testing.T, c interopCase, psk noise.PresharedKey) (*fipsN
 func TestInterop(t *testing.T) {
 	for i, c := range interopCases {
 		t.Run(c.name, func(t *testing.T) {
-			checkNoLeaks(t)
+			leakcheck.Check(t)
 			var psk noise.PresharedKey
 			if c.psk {
 				var err error
@@ -181,7 +182,7 @@ func checkCounters(t *testing.T, f *fipsNode, moved int64) {
 // depend on the PSK), fips-go must reject that response, and no packet may
 // cross. The pings are few because they are expected to fail.
 func TestInteropPSKMismatch(t *testing.T) {
-	checkNoLeaks(t)
+	leakcheck.Check(t)
 	fa, wa := innerAddrs(false)
 	f := newFipsNode(t, fa, true)
 	w := newWGNode(t, wa)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/leakcheck"
 )
 
 // TestInteropRoaming moves each side to a new UDP port after the
@@ -14,7 +15,7 @@ import (
 // authenticated packets it receives (WireGuard's roaming), with no
 // reconfiguration.
 func TestInteropRoaming(t *testing.T) {
-	checkNoLeaks(t)
+	leakcheck.Check(t)
 	c := interopCase{name: "roaming"}
 	f, w := newInteropPair(t, c, noise.PresharedKey{})
 	if err := w.ping(f.addr(), pingAttempts); err != nil {

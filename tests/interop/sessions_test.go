@@ -8,6 +8,7 @@ import (
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/leakcheck"
 )
 
 // simultaneousAttempts covers wireguard-go's 15 s recovery (KeepaliveTimeout
@@ -33,7 +34,7 @@ func eventually(limit time.Duration, cond func() bool) bool {
 // (empty transport messages) as authenticated traffic, without counting
 // them as drops.
 func TestInteropPersistentKeepalive(t *testing.T) {
-	checkNoLeaks(t)
+	leakcheck.Check(t)
 	f, w := newInteropPair(t, interopCase{fipsInitiates: true}, noise.PresharedKey{})
 	if err := f.ping(w.addr(), pingAttempts); err != nil {
 		t.Fatal(err)
@@ -85,7 +86,7 @@ func TestInteropPersistentKeepalive(t *testing.T) {
 // counters show one response to an index it had replaced, as the kernel's
 // would).
 func TestInteropSimultaneousInitiation(t *testing.T) {
-	checkNoLeaks(t)
+	leakcheck.Check(t)
 	fa, wa := innerAddrs(false)
 	f := newFipsNode(t, fa, true)
 	w := newWGNode(t, wa)

@@ -173,13 +173,13 @@ func (d *Device) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	var p []byte
 	select {
 	case <-d.done:
-		return 0, os.ErrClosed
+		return 0, tun.ErrGone
 	default:
 	}
 	select {
 	case p = <-d.in:
 	case <-d.done:
-		return 0, os.ErrClosed
+		return 0, tun.ErrGone
 	}
 	n := 0
 	for {
@@ -209,7 +209,7 @@ func (d *Device) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 
 // Write implements tun.Device: it queues a copy of each packet for Next,
 // blocking while the outbound queue is full. It returns how many packets
-// were queued and os.ErrClosed if the device was closed first.
+// were queued and tun.ErrGone if the device was closed first.
 func (d *Device) Write(bufs [][]byte, offset int) (int, error) {
 	for i, b := range bufs {
 		if offset < 0 || offset > len(b) {
@@ -222,7 +222,7 @@ func (d *Device) Write(bufs [][]byte, offset int) (int, error) {
 		case d.out <- append([]byte(nil), b[offset:]...):
 			d.stats.written.Add(1)
 		case <-d.done:
-			return i, os.ErrClosed
+			return i, tun.ErrGone
 		}
 	}
 	return len(bufs), nil
@@ -261,8 +261,9 @@ func (d *Device) BatchSize() int { return d.opts.BatchSize }
 // File implements tun.Device; there is no file.
 func (d *Device) File() *os.File { return nil }
 
-// Close implements tun.Device: blocked Read, Write, InjectContext and Next
-// return os.ErrClosed and the Events channel is closed. Closing twice is
+// Close implements tun.Device: blocked Read and Write return tun.ErrGone
+// (which wraps os.ErrClosed), InjectContext and Next return os.ErrClosed,
+// and the Events channel is closed. Closing twice is
 // not an error.
 func (d *Device) Close() error {
 	d.close.Do(func() {

@@ -3,7 +3,7 @@ package memtun
 import (
 	"net/netip"
 
-	"github.com/fips-go/fips-go/tun/internal/packet"
+	"github.com/fips-go/fips-go/internal/packet"
 )
 
 // Packet builders and checkers for tests. The Build* functions with a fixed

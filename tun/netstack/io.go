@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/fips-go/fips-go/tun/internal/packet"
+	"github.com/fips-go/fips-go/internal/packet"
+	"github.com/fips-go/fips-go/tun"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -21,7 +22,7 @@ var ErrInvalidPacket = errors.New("netstack: invalid packet")
 // then fills up to len(bufs) packets at bufs[i][offset:] without waiting
 // again. TCP super-packets are cut into MTU-sized segments here; one whose
 // segments do not all fit is continued by the next Read. Every buffer must
-// hold offset+MTU bytes. After Close it returns os.ErrClosed.
+// hold offset+MTU bytes. After Close it returns tun.ErrGone.
 func (n *Net) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	if err := n.checkReadBufs(bufs, sizes, offset); err != nil {
 		return 0, err
@@ -37,7 +38,7 @@ func (n *Net) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 		// rather than go back for more, so each wakeup is one batch.
 		batch, err := n.ep.q.pop(n.batch[:0], len(bufs)-count, count == 0)
 		if err != nil {
-			return 0, err
+			return 0, tun.ErrGone // pop fails only once the queue is closed
 		}
 		for i, e := range batch {
 			count = n.emit(e.pkt, bufs, sizes, offset, count)

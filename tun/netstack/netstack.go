@@ -254,7 +254,7 @@ func (n *Net) BatchSize() int { return n.opts.BatchSize }
 // File implements tun.Device; a netstack has no file.
 func (n *Net) File() *os.File { return nil }
 
-// Close implements tun.Device: blocked Reads return os.ErrClosed, stack
+// Close implements tun.Device: blocked Reads return tun.ErrGone, stack
 // goroutines waiting for queue room give up, every connection is reset,
 // the stack's goroutines exit and Events is closed. Closing twice is not an
 // error.

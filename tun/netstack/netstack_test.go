@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fips-go/fips-go/internal/leakcheck"
+	"github.com/fips-go/fips-go/internal/packet"
 	"github.com/fips-go/fips-go/tun"
-	"github.com/fips-go/fips-go/tun/internal/packet"
 )
 
 // verifier returns a pump check that fails the test on any packet that is
@@ -98,7 +99,7 @@ func transfer(t *testing.T, from, to *Net, server netip.AddrPort, size int) {
 }
 
 func TestTCPTransfer(t *testing.T) {
-	checkNoLeaks(t)
+	leakcheck.Check(t)
 	var packets atomic.Int64
 	p := newPair(t, Options{}, verifier(t, DefaultMTU, &packets))
 	size := 64 << 20
@@ -127,7 +128,7 @@ func TestTCPTransfer(t *testing.T) {
 }
 
 func TestTCPTransferIPv6BothWays(t *testing.T) {
-	checkNoLeaks(t)
+	leakcheck.Check(t)
 	var packets atomic.Int64
 	p := newPair(t, Options{MTU: 1280}, verifier(t, 1280, &packets))
 	transfer(t, p.a, p.b, netip.AddrPortFrom(addrB6, 5002), 8<<20)
@@ -138,7 +139,7 @@ func TestTCPTransferIPv6BothWays(t *testing.T) {
 }
 
 func TestTCPTransferWithoutGSO(t *testing.T) {
-	checkNoLeaks(t)
+	leakcheck.Check(t)
 	var packets atomic.Int64
 	p := newPair(t, Options{DisableGSO: true, CongestionControl: "cubic"}, verifier(t, DefaultMTU, &packets))
 	transfer(t, p.a, p.b, netip.AddrPortFrom(addrB4, 5004), 4<<20)
@@ -148,7 +149,7 @@ func TestTCPTransferWithoutGSO(t *testing.T) {
 }
 
 func TestUDPRoundTrip(t *testing.T) {
-	checkNoLeaks(t)
+	leakcheck.Check(t)
 	var packets atomic.Int64
 	p := newPair(t, Options{}, verifier(t, DefaultMTU, &packets))
 	for _, srv := range []netip.AddrPort{netip.AddrPortFrom(addrB4, 53), netip.AddrPortFrom(addrB6, 53)} {
@@ -217,7 +218,7 @@ func readPacket(t *testing.T, n *Net) []byte {
 }
 
 func TestPing(t *testing.T) {
-	checkNoLeaks(t)
+	leakcheck.Check(t)
 	n, err := New(Options{Addresses: []netip.Addr{addrA4, addrA6}})
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +253,7 @@ func TestPing(t *testing.T) {
 }
 
 func TestCloseUnblocksRead(t *testing.T) {
-	checkNoLeaks(t)
+	leakcheck.Check(t)
 	n, err := New(Options{Addresses: []netip.Addr{addrA4}})
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +291,7 @@ func TestCloseUnblocksRead(t *testing.T) {
 // keeps writing: the TCP sender must stall with the queue at its bound
 // (not drop), and Close must release everything.
 func TestBackpressure(t *testing.T) {
-	checkNoLeaks(t)
+	leakcheck.Check(t)
 	const queueLen = 64
 	a, err := New(Options{Addresses: []netip.Addr{addrA4}, QueueLen: queueLen})
 	if err != nil {
@@ -468,7 +469,7 @@ func TestOptionsValidation(t *testing.T) {
 }
 
 func TestDialLocalAndErrors(t *testing.T) {
-	checkNoLeaks(t)
+	leakcheck.Check(t)
 	n, err := New(Options{Addresses: []netip.Addr{addrA4}})
 	if err != nil {
 		t.Fatal(err)

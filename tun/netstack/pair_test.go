@@ -4,10 +4,8 @@ import (
 	"errors"
 	"net/netip"
 	"os"
-	"runtime"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/fips-go/fips-go/tun"
 )
@@ -19,10 +17,18 @@ var (
 	addrB6 = netip.MustParseAddr("fd00::2")
 )
 
+// packetIO is the part of a TUN pump needs: ours or wireguard-go's.
+type packetIO interface {
+	Read(bufs [][]byte, sizes []int, offset int) (int, error)
+	Write(bufs [][]byte, offset int) (int, error)
+	BatchSize() int
+	MTU() (int, error)
+}
+
 // pump moves packets from one device to another in batches, as the tunnel
 // would, until Read fails. check, if set, sees every packet and may drop it
 // by returning false.
-func pump(t testing.TB, from, to tun.Device, check func([]byte) bool) {
+func pump(t testing.TB, from, to packetIO, check func([]byte) bool) {
 	bs := from.BatchSize()
 	mtu, _ := from.MTU()
 	bufs := make([][]byte, bs)
@@ -89,21 +95,4 @@ func (p *pair) close() {
 	p.a.Close()
 	p.b.Close()
 	p.wg.Wait()
-}
-
-// checkNoLeaks fails if goroutines started during the test outlive it:
-// it waits (bounded) for the count to return to what it was.
-func checkNoLeaks(t *testing.T) {
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Errorf("%d goroutines before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
 }

@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/fips-go/fips-go/internal/packet"
 	"github.com/fips-go/fips-go/tun"
-	"github.com/fips-go/fips-go/tun/internal/packet"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 )

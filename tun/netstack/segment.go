@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/fips-go/fips-go/internal/packet"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -14,15 +15,16 @@ import (
 // IPv4 header (or a 40-byte IPv6 one) plus a 60-byte TCP header.
 const maxHeaderLen = 120
 
+// Short names for the header constants this file uses most.
 const (
-	ipv4HeaderLen = 20
-	ipv6HeaderLen = 40
-	tcpHeaderLen  = 20
-	protoTCP      = 6
+	ipv4HeaderLen = packet.IPv4HeaderLen
+	ipv6HeaderLen = packet.IPv6HeaderLen
+	tcpHeaderLen  = packet.TCPHeaderLen
+	protoTCP      = packet.ProtoTCP
 
-	tcpFlagFin = 0x01
-	tcpFlagPsh = 0x08
-	tcpFlagCwr = 0x80
+	tcpFlagFin = packet.TCPFin
+	tcpFlagPsh = packet.TCPPsh
+	tcpFlagCwr = packet.TCPCwr
 )
 
 // errBadSuperPacket is wrapped by the errors start returns; Read counts
@@ -121,11 +123,11 @@ func (s *segmenter) startFlat(p []byte, mss int) error {
 		return fmt.Errorf("%w: %d bytes", errBadSuperPacket, len(p))
 	}
 	hl := ipv6HeaderLen
-	if p[0]>>4 == 4 {
-		hl = int(p[0]&0xf) * 4
+	if packet.Version(p) == 4 {
+		hl = packet.IPv4Header(p).HeaderLen()
 	}
 	if len(p) >= hl+tcpHeaderLen {
-		hl += int(p[hl+12]>>4) * 4
+		hl += packet.TCPHeader(p[hl:]).HeaderLen()
 	}
 	if hl > maxHeaderLen || hl > len(p) {
 		return fmt.Errorf("%w: header of %d bytes in %d", errBadSuperPacket, hl, len(p))
@@ -142,21 +144,22 @@ func (s *segmenter) start(hl, mss, total int, src cursor) error {
 		return fmt.Errorf("%w: %d header bytes", errBadSuperPacket, hl)
 	}
 	h := s.hdr[:hl]
-	switch {
-	case hl >= ipv4HeaderLen && h[0]>>4 == 4:
-		s.v6, s.ipLen = false, int(h[0]&0xf)*4
-		if s.ipLen < ipv4HeaderLen || h[9] != protoTCP {
-			return fmt.Errorf("%w: IPv4 header length %d, protocol %d", errBadSuperPacket, s.ipLen, h[9])
+	switch v := packet.Version(h); {
+	case hl >= ipv4HeaderLen && v == 4:
+		ip := packet.IPv4Header(h)
+		s.v6, s.ipLen = false, ip.HeaderLen()
+		if s.ipLen < ipv4HeaderLen || ip.Protocol() != protoTCP {
+			return fmt.Errorf("%w: IPv4 header length %d, protocol %d", errBadSuperPacket, s.ipLen, ip.Protocol())
 		}
-	case hl >= ipv6HeaderLen && h[0]>>4 == 6:
+	case hl >= ipv6HeaderLen && v == 6:
 		s.v6, s.ipLen = true, ipv6HeaderLen
-		if h[6] != protoTCP {
-			return fmt.Errorf("%w: IPv6 next header %d", errBadSuperPacket, h[6])
+		if nh := packet.IPv6Header(h).NextHeader(); nh != protoTCP {
+			return fmt.Errorf("%w: IPv6 next header %d", errBadSuperPacket, nh)
 		}
 	default:
-		return fmt.Errorf("%w: %d header bytes, version %d", errBadSuperPacket, hl, h[0]>>4)
+		return fmt.Errorf("%w: %d header bytes, version %d", errBadSuperPacket, hl, v)
 	}
-	if s.ipLen+tcpHeaderLen > hl || s.ipLen+int(h[s.ipLen+12]>>4)*4 != hl {
+	if s.ipLen+tcpHeaderLen > hl || s.ipLen+packet.TCPHeader(h[s.ipLen:]).HeaderLen() != hl {
 		return fmt.Errorf("%w: TCP header does not end at byte %d", errBadSuperPacket, hl)
 	}
 	if total > 0 && mss <= 0 {
@@ -202,17 +205,19 @@ func (s *segmenter) next(dst []byte) int {
 // fixHeaders turns the copied super-packet header in seg into this
 // segment's: lengths, sequence number, IPv4 ID, flags and checksums.
 func (s *segmenter) fixHeaders(seg []byte, offset, index int, last bool) {
-	ip, tcp := seg[:s.ipLen], seg[s.ipLen:]
+	ip, tcp := seg[:s.ipLen], packet.TCPHeader(seg[s.ipLen:])
 	var pseudo uint16
 	if s.v6 {
-		binary.BigEndian.PutUint16(ip[4:], uint16(len(seg)-ipv6HeaderLen))
-		pseudo = checksum.Checksum(ip[8:40], 0)
+		ip6 := packet.IPv6Header(ip)
+		ip6.SetPayloadLen(len(seg) - ipv6HeaderLen)
+		pseudo = checksum.Checksum(ip6.Addrs(), 0)
 	} else {
-		binary.BigEndian.PutUint16(ip[2:], uint16(len(seg)))
-		binary.BigEndian.PutUint16(ip[4:], binary.BigEndian.Uint16(ip[4:])+uint16(index))
+		ip4 := packet.IPv4Header(ip)
+		ip4.SetTotalLen(len(seg))
+		ip4.SetID(ip4.ID() + uint16(index))
 		ip[10], ip[11] = 0, 0
 		binary.BigEndian.PutUint16(ip[10:], ^checksum.Checksum(ip, 0))
-		pseudo = checksum.Checksum(ip[12:20], 0)
+		pseudo = checksum.Checksum(ip4.Addrs(), 0)
 	}
 	// The upper-layer length fits 16 bits (checked in start), so adding it
 	// and the protocol as two words is the same as the RFC 8200 pseudo
@@ -220,12 +225,12 @@ func (s *segmenter) fixHeaders(seg []byte, offset, index int, last bool) {
 	pseudo = checksum.Combine(pseudo, uint16(len(tcp)))
 	pseudo = checksum.Combine(pseudo, protoTCP)
 
-	binary.BigEndian.PutUint32(tcp[4:], binary.BigEndian.Uint32(tcp[4:])+uint32(offset))
+	tcp.SetSeq(tcp.Seq() + uint32(offset))
 	if !last {
-		tcp[13] &^= tcpFlagFin | tcpFlagPsh
+		tcp.ClearFlags(tcpFlagFin | tcpFlagPsh)
 	}
 	if index > 0 {
-		tcp[13] &^= tcpFlagCwr
+		tcp.ClearFlags(tcpFlagCwr)
 	}
 	tcp[16], tcp[17] = 0, 0
 	binary.BigEndian.PutUint16(tcp[16:], ^checksum.Checksum(tcp, pseudo))

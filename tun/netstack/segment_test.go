@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/fips-go/fips-go/tun/internal/packet"
+	"github.com/fips-go/fips-go/internal/packet"
 )
 
 // superPacket builds a TCP super-packet as the stack would hand it over.

@@ -25,7 +25,7 @@ import (
 //     window very slowly at sub-millisecond RTTs, and without RACK a loss
 //     inside a 64 KiB GSO/GRO burst rarely produces three duplicate ACKs,
 //     so recovery waits for the retransmission timeout.
-//     TestNetstackWAN (two devices over a delayed, lossy in-memory link;
+//     BenchmarkNetstackWAN (two devices over a delayed, lossy in-memory link;
 //     README, Benchmarks) kept reno over distance too: CUBIC led only on
 //     loss-free paths of 40 and 120 ms RTT (1.5x), was level at 10 ms and
 //     on every lossy long path, and 4-5x behind with loss at short RTT.

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -42,122 +39,67 @@ var wanSettings = []wanSetting{
 	{name: "buf16M", opts: Options{TCPReceiveBufferMax: 16 << 20, TCPSendBuffer: 16 << 20}},
 }
 
-// TestNetstackWAN measures one TCP stream between two netstack Nets
-// through two fips-go devices over an in-memory network with one-way delay
-// and random loss, for each candidate setting, and logs a table of median
-// throughputs. It is a measurement, not a check: it asserts only that
-// bytes flowed, and runs only with FIPS_NETSTACK_WAN=1.
-//
-//	FIPS_NETSTACK_WAN=1 nice -n 10 go test -count=1 -timeout 2h \
-//	    -run 'TestNetstackWAN' -v ./tun/netstack/
-//
-// FIPS_NETSTACK_WAN_SECONDS (default 10) is each run's length,
-// FIPS_NETSTACK_WAN_RUNS (default 3) the runs per case, and
-// FIPS_NETSTACK_WAN_SETTINGS (comma-separated names; default all) and
-// FIPS_NETSTACK_WAN_DELAYS (milliseconds, default "20,60") narrow the table.
-func TestNetstackWAN(t *testing.T) {
-	if os.Getenv("FIPS_NETSTACK_WAN") != "1" {
-		t.Skip("a measurement of several minutes; set FIPS_NETSTACK_WAN=1 to run it")
-	}
-	secs := envInt(t, "FIPS_NETSTACK_WAN_SECONDS", 10)
-	runs := envInt(t, "FIPS_NETSTACK_WAN_RUNS", 3)
-	settings := wanSettings
-	if s := os.Getenv("FIPS_NETSTACK_WAN_SETTINGS"); s != "" {
-		names := strings.Split(s, ",")
-		settings = slices.DeleteFunc(slices.Clone(settings), func(w wanSetting) bool { return !slices.Contains(names, w.name) })
-	}
-	delays := []time.Duration{20 * time.Millisecond, 60 * time.Millisecond}
-	if s := os.Getenv("FIPS_NETSTACK_WAN_DELAYS"); s != "" {
-		delays = nil
-		for _, f := range strings.Split(s, ",") {
-			ms, err := strconv.Atoi(f)
-			if err != nil {
-				t.Fatalf("FIPS_NETSTACK_WAN_DELAYS: %v", err)
-			}
-			delays = append(delays, time.Duration(ms)*time.Millisecond)
-		}
-	}
-	losses := []float64{0, 0.001, 0.01}
+// wanRunTime is how long one b.N iteration of BenchmarkNetstackWAN
+// streams; each iteration draws a loss pattern of its own.
+const wanRunTime = 10 * time.Second
 
-	var table strings.Builder
-	fmt.Fprintf(&table, "%-11s", "Mbit/s")
-	for _, d := range delays {
-		for _, l := range losses {
-			fmt.Fprintf(&table, " %13s", fmt.Sprintf("%dms/%.1f%%", d.Milliseconds()*2, l*100))
-		}
-	}
-	table.WriteString("\n")
-	for _, s := range settings {
-		fmt.Fprintf(&table, "%-11s", s.name)
+// wanSeed numbers runs, so that each draws a different loss pattern.
+var wanSeed atomic.Int64
+
+// BenchmarkNetstackWAN measures one TCP stream between two netstack Nets
+// through two fips-go devices over an in-memory network with one-way delay
+// and random loss, for each candidate setting, round-trip time and loss
+// rate, and reports the goodput and the sender's retransmits per run. A
+// run takes wanRunTime, so the whole table takes minutes: pick cases with
+// -bench and compare settings with benchstat.
+//
+//	nice -n 10 go test -run '^$' -bench 'NetstackWAN/(default|cubic)/rtt40ms' \
+//	    -benchtime 1x -count 3 -timeout 2h ./tun/netstack/
+func BenchmarkNetstackWAN(b *testing.B) {
+	delays := []time.Duration{0, 20 * time.Millisecond, 60 * time.Millisecond}
+	losses := []float64{0, 0.001, 0.01}
+	for _, s := range wanSettings {
 		for _, d := range delays {
 			for _, l := range losses {
-				name := fmt.Sprintf("%s/rtt%dms/loss%g", s.name, d.Milliseconds()*2, l*100)
-				var got []float64
-				t.Run(name, func(t *testing.T) {
-					for r := range runs {
-						// A subtest per run, so that its cleanups tear
-						// the run's stacks and devices down before the next.
-						t.Run(fmt.Sprint("run", r+1), func(t *testing.T) {
-							nopts := membind.NetOptions{Delay: d, Loss: l, Seed: int64(r + 1), QueueLen: 1 << 15}
-							got = append(got, wanRun(t, s, nopts, time.Duration(secs)*time.Second))
-						})
+				b.Run(fmt.Sprintf("%s/rtt%dms/loss%g", s.name, d.Milliseconds()*2, l*100), func(b *testing.B) {
+					var mbits, retrans float64
+					for range b.N {
+						nopts := membind.NetOptions{Delay: d, Loss: l, Seed: wanSeed.Add(1), QueueLen: 1 << 15}
+						m, r := wanRun(b, s, nopts, wanRunTime)
+						mbits += m
+						retrans += float64(r)
 					}
-					t.Logf("%s: runs %.0f Mbit/s", name, got)
+					b.ReportMetric(mbits/float64(b.N), "Mbit/s")
+					b.ReportMetric(retrans/float64(b.N), "retransmits/run")
 				})
-				if len(got) == 0 {
-					fmt.Fprintf(&table, " %13s", "-")
-					continue
-				}
-				fmt.Fprintf(&table, " %13.0f", median(got))
 			}
 		}
-		table.WriteString("\n")
 	}
-	t.Logf("median of %d runs of %d s, one TCP stream, columns RTT/loss:\n%s", runs, secs, table.String())
 }
 
-// median of xs (sorted in place); the mean of the middle two for an even
-// count, so that two runs report their mean rather than the faster one.
-func median(xs []float64) float64 {
-	slices.Sort(xs)
-	m := len(xs) / 2
-	if len(xs)%2 == 0 {
-		return (xs[m-1] + xs[m]) / 2
-	}
-	return xs[m]
+// scope is a test with cleanups of its own, run by close, so that one
+// benchmark iteration's stacks and devices are gone before the next's.
+type scope struct {
+	testing.TB
+	cleanups []func()
 }
 
-func envInt(t *testing.T, name string, def int) int {
-	s := os.Getenv(name)
-	if s == "" {
-		return def
+func (s *scope) Cleanup(f func()) { s.cleanups = append(s.cleanups, f) }
+
+func (s *scope) close() {
+	for i := len(s.cleanups) - 1; i >= 0; i-- {
+		s.cleanups[i]()
 	}
-	v, err := strconv.Atoi(s)
-	if err != nil || v <= 0 {
-		t.Fatalf("%s=%q: want a positive integer", name, s)
-	}
-	return v
 }
 
 // wanRun streams from a to b for dur and returns the goodput in Mbit/s,
-// counted from the moment the connection is up.
-func wanRun(t *testing.T, s wanSetting, nopts membind.NetOptions, dur time.Duration) float64 {
-	t.Helper()
-	netw := membind.NewNetwork(nopts)
+// counted from the moment the connection is up, and a's retransmits.
+func wanRun(b *testing.B, s wanSetting, nopts membind.NetOptions, dur time.Duration) (float64, uint64) {
+	b.Helper()
+	t := &scope{TB: b}
+	defer t.close()
 	na, nb := wanNet(t, s, addrA4), wanNet(t, s, addrB4)
-	hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
-	da, ka := devicetest.New(t, na, netw.NewBind(hostA), device.Options{})
-	db, kb := devicetest.New(t, nb, netw.NewBind(hostB), device.Options{})
-	ep := netip.AddrPortFrom(hostB, db.Status().ListenPort)
-	pa, pb := ka.PublicKey(), kb.PublicKey()
-	if err := da.Apply(&device.Config{Peers: []device.PeerConfig{{PublicKey: pb, Endpoint: &ep,
-		AllowedIPs: []device.AllowedIPChange{{Prefix: netip.PrefixFrom(addrB4, 32)}}}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Apply(&device.Config{Peers: []device.PeerConfig{{PublicKey: pa,
-		AllowedIPs: []device.AllowedIPChange{{Prefix: netip.PrefixFrom(addrA4, 32)}}}}}); err != nil {
-		t.Fatal(err)
-	}
+	p := devicetest.NewPair(t, devicetest.PairOptions{Net: nopts, TunA: na, TunB: nb, AddrA: addrA4, AddrB: addrB4})
 
 	l, err := nb.ListenTCPAddrPort(netip.AddrPortFrom(addrB4, 5201))
 	if err != nil {
@@ -203,14 +145,14 @@ func wanRun(t *testing.T, s wanSetting, nopts membind.NetOptions, dur time.Durat
 	if n == 0 {
 		t.Fatalf("nothing arrived in %v", dur)
 	}
-	ns := netw.Stats()
+	mbits, retrans := float64(n)*8/dur.Seconds()/1e6, na.Stats().TCPRetransmits
+	ns := p.Net.Stats()
 	t.Logf("%.0f Mbit/s, %d retransmits; network lost %d of %d, queue drops %d; device drops %s",
-		float64(n)*8/dur.Seconds()/1e6, na.Stats().TCPRetransmits, ns.Lost, ns.Sent, ns.QueueDrops,
-		wanDrops(da, db))
-	return float64(n) * 8 / dur.Seconds() / 1e6
+		mbits, retrans, ns.Lost, ns.Sent, ns.QueueDrops, wanDrops(p.A, p.B))
+	return mbits, retrans
 }
 
-func wanNet(t *testing.T, s wanSetting, addr netip.Addr) *Net {
+func wanNet(t testing.TB, s wanSetting, addr netip.Addr) *Net {
 	t.Helper()
 	o := s.opts
 	o.Addresses = []netip.Addr{addr}

@@ -111,22 +111,21 @@ func parseIPv4(in *Info, pkt []byte) error {
 	if len(pkt) < IPv4HeaderLen {
 		return malformed("IPv4 packet of %d bytes", len(pkt))
 	}
-	ihl := int(pkt[0]&0x0f) * 4
-	total := int(binary.BigEndian.Uint16(pkt[2:]))
+	h := IPv4Header(pkt)
+	ihl, total := h.HeaderLen(), h.TotalLen()
 	if ihl < IPv4HeaderLen || total < ihl || total > len(pkt) {
 		return malformed("IPv4 header length %d, total length %d, packet %d", ihl, total, len(pkt))
 	}
-	frag := binary.BigEndian.Uint16(pkt[6:])
-	if frag&0x3fff != 0 {
+	if h.Fragment() {
 		return malformed("IPv4 fragment")
 	}
 	in.Version = 4
-	in.IPID = binary.BigEndian.Uint16(pkt[4:])
-	in.DF = frag&0x4000 != 0
-	in.TTL = pkt[8]
-	in.Proto = pkt[9]
-	in.Src = netip.AddrFrom4([4]byte(pkt[12:16]))
-	in.Dst = netip.AddrFrom4([4]byte(pkt[16:20]))
+	in.IPID = h.ID()
+	in.DF = h.DF()
+	in.TTL = h.TTL()
+	in.Proto = h.Protocol()
+	in.Src = netip.AddrFrom4([4]byte(h.Src()))
+	in.Dst = netip.AddrFrom4([4]byte(h.Dst()))
 	in.IPHeader = pkt[:ihl]
 	in.Transport = pkt[ihl:total]
 	return nil
@@ -136,15 +135,16 @@ func parseIPv6(in *Info, pkt []byte) error {
 	if len(pkt) < IPv6HeaderLen {
 		return malformed("IPv6 packet of %d bytes", len(pkt))
 	}
-	plen := int(binary.BigEndian.Uint16(pkt[4:]))
+	h := IPv6Header(pkt)
+	plen := h.PayloadLen()
 	if IPv6HeaderLen+plen > len(pkt) {
 		return malformed("IPv6 payload length %d, packet %d", plen, len(pkt))
 	}
 	in.Version = 6
-	in.Proto = pkt[6]
-	in.TTL = pkt[7]
-	in.Src = netip.AddrFrom16([16]byte(pkt[8:24]))
-	in.Dst = netip.AddrFrom16([16]byte(pkt[24:40]))
+	in.Proto = h.NextHeader()
+	in.TTL = h.HopLimit()
+	in.Src = netip.AddrFrom16([16]byte(h.Src()))
+	in.Dst = netip.AddrFrom16([16]byte(h.Dst()))
 	in.IPHeader = pkt[:IPv6HeaderLen]
 	in.Transport = pkt[IPv6HeaderLen : IPv6HeaderLen+plen]
 	return nil
@@ -172,27 +172,26 @@ func parseTransport(in *Info) error {
 		if len(t) < TCPHeaderLen {
 			return malformed("TCP segment of %d bytes", len(t))
 		}
-		off := int(t[12]>>4) * 4
+		h := TCPHeader(t)
+		off := h.HeaderLen()
 		if off < TCPHeaderLen || off > len(t) {
 			return malformed("TCP data offset %d in %d bytes", off, len(t))
 		}
-		in.SrcPort = binary.BigEndian.Uint16(t[0:])
-		in.DstPort = binary.BigEndian.Uint16(t[2:])
-		in.Seq = binary.BigEndian.Uint32(t[4:])
-		in.Ack = binary.BigEndian.Uint32(t[8:])
-		in.Flags = t[13]
-		in.Window = binary.BigEndian.Uint16(t[14:])
+		in.SrcPort, in.DstPort = h.SrcPort(), h.DstPort()
+		in.Seq, in.Ack = h.Seq(), h.Ack()
+		in.Flags = h.Flags()
+		in.Window = h.Window()
 		in.Payload = t[off:]
 	case ProtoUDP:
 		if len(t) < UDPHeaderLen {
 			return malformed("UDP datagram of %d bytes", len(t))
 		}
-		ulen := int(binary.BigEndian.Uint16(t[4:]))
+		h := UDPHeader(t)
+		ulen := h.Length()
 		if ulen < UDPHeaderLen || ulen > len(t) {
 			return malformed("UDP length %d in %d bytes", ulen, len(t))
 		}
-		in.SrcPort = binary.BigEndian.Uint16(t[0:])
-		in.DstPort = binary.BigEndian.Uint16(t[2:])
+		in.SrcPort, in.DstPort = h.SrcPort(), h.DstPort()
 		in.Transport = t[:ulen]
 		in.Payload = t[UDPHeaderLen:ulen]
 	case ProtoICMPv4, ProtoICMPv6:

@@ -1,7 +1,9 @@
-// Package packet builds, parses and checks IPv4/IPv6 packets carrying TCP,
-// UDP and ICMP, for the tun packages and their tests. It is deliberately
-// independent of gVisor so that tests can use it to check what gVisor and
-// our segmenter produce.
+// Package packet is the one place that knows the layout of IPv4, IPv6,
+// TCP, UDP and ICMP headers: zero-cost header views for the data path
+// (device and tun), and a checked parser, builders and checksums for them
+// and their tests. It is a leaf that imports nothing of ours, and
+// deliberately independent of gVisor so that tests can use it to check
+// what gVisor and our segmenter produce.
 package packet
 
 import "encoding/binary"

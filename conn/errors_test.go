@@ -1,0 +1,18 @@
+package conn
+
+import (
+	"errors"
+	"net"
+	"testing"
+)
+
+// A caller that stops on a closed socket checks net.ErrClosed once; the
+// bind's own sentinel must satisfy that check too.
+func TestErrBindClosedIsNetErrClosed(t *testing.T) {
+	if !errors.Is(ErrBindClosed, net.ErrClosed) {
+		t.Fatal("errors.Is(ErrBindClosed, net.ErrClosed) is false")
+	}
+	if errors.Is(net.ErrClosed, ErrBindClosed) {
+		t.Fatal("net.ErrClosed must not match the narrower ErrBindClosed")
+	}
+}

@@ -1,0 +1,6 @@
+package tun
+
+import "syscall"
+
+// goneErrnos are the read errors of a TUN whose interface is gone.
+var goneErrnos = [...]syscall.Errno{syscall.EBADFD, syscall.ENODEV, syscall.EIO}
