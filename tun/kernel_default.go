@@ -2,10 +2,7 @@
 
 package tun
 
-import (
-	"os"
-	"syscall"
-)
+import "os"
 
 func createKernel(name string, mtu int) (Device, error) { return nil, ErrUnsupported }
 
@@ -15,5 +12,3 @@ func createDetached(fd int, mtu int) (Device, error) {
 	closeFD(fd)
 	return nil, ErrUnsupported
 }
-
-func closeFD(fd int) { syscall.Close(fd) }

@@ -4,6 +4,12 @@ package chachapoly
 
 import "golang.org/x/sys/cpu"
 
+// chacha_amd64.s is written by the program in _asm, which implements the
+// declarations below. It is a module of its own, so that this one does not
+// depend on avo, and runs with -tags purego, so that it does not link the
+// assembly it rewrites.
+//go:generate go run -C _asm -tags purego . -out ../chacha_amd64.s -pkg chachapoly
+
 // useAVX512 reports whether the AVX-512 ChaCha20 code in chacha_amd64.s can
 // run on this CPU.
 var useAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW
