@@ -11,18 +11,19 @@ import (
 )
 
 // On macOS and FreeBSD the interface comes from wireguard-go's tun package
-// (utun, and FreeBSD's tun), which package tun does not wrap: it has no
-// offloads there to split or coalesce. Built, not tested here.
+// (utun, and FreeBSD's tun), behind our contract through
+// tun.FromWireGuard: there are no offloads there to split or coalesce. Built, not tested here.
 
 // envTunNameFile is where wg-quick on macOS wants the interface's real
 // name: it asks for "utun" and the kernel picks the number.
 const envTunNameFile = "WG_TUN_NAME_FILE"
 
 func createTUN(name string, mtu int) (tun.Device, error) {
-	t, err := wgtun.CreateTUN(name, mtu)
+	w, err := wgtun.CreateTUN(name, mtu)
 	if err != nil {
 		return nil, err
 	}
+	t := tun.FromWireGuard(w)
 	if path := os.Getenv(envTunNameFile); path != "" {
 		real, err := t.Name()
 		if err == nil {
@@ -36,4 +37,10 @@ func createTUN(name string, mtu int) (tun.Device, error) {
 	return t, nil
 }
 
-func tunFromFile(f *os.File, mtu int) (tun.Device, error) { return wgtun.CreateTUNFromFile(f, mtu) }
+func tunFromFile(f *os.File, mtu int) (tun.Device, error) {
+	w, err := wgtun.CreateTUNFromFile(f, mtu)
+	if err != nil {
+		return nil, err
+	}
+	return tun.FromWireGuard(w), nil
+}

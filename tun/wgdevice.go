@@ -1,0 +1,62 @@
+package tun
+
+import (
+	"os"
+	"sync"
+
+	wgtun "golang.zx2c4.com/wireguard/tun"
+)
+
+// wgDevice puts a TUN made by wireguard-go's tun package behind the Device
+// contract: where package tun has no implementation of its own (macOS's
+// utun, FreeBSD's tun), wireguard-go's is the interface, without offloads
+// to split or coalesce. Built, not tested, on those systems.
+type wgDevice struct {
+	wgtun.Device
+	events chan Event
+	once   sync.Once
+}
+
+var _ Device = (*wgDevice)(nil)
+
+// FromWireGuard wraps d, a TUN from golang.zx2c4.com/wireguard/tun, as a
+// Device: Read recovers a panic in d and maps a vanished interface to
+// ErrGone, and d's events are relayed as ours. The Device owns d.
+func FromWireGuard(d wgtun.Device) Device {
+	w := &wgDevice{Device: d, events: make(chan Event, 8)}
+	go w.relay()
+	return w
+}
+
+// relay passes d's events on until d closes its channel (on Close).
+func (w *wgDevice) relay() {
+	defer close(w.events)
+	for e := range w.Device.Events() {
+		var ours Event
+		if e&wgtun.EventUp != 0 {
+			ours |= EventUp
+		}
+		if e&wgtun.EventDown != 0 {
+			ours |= EventDown
+		}
+		if e&wgtun.EventMTUUpdate != 0 {
+			ours |= EventMTUUpdate
+		}
+		if ours != 0 {
+			w.events <- ours
+		}
+	}
+}
+
+// Read implements Device.
+func (w *wgDevice) Read(bufs [][]byte, sizes []int, offset int) (n int, err error) {
+	defer recoverRead(&n, &err)
+	n, err = w.Device.Read(bufs, sizes, offset)
+	return n, readErr(w, err)
+}
+
+// Events implements Device.
+func (w *wgDevice) Events() <-chan Event { return w.events }
+
+// File implements Device.
+func (w *wgDevice) File() *os.File { return w.Device.File() }
