@@ -13,7 +13,7 @@ import (
 )
 
 func main() {
-	if os.Getenv(userns.ChildEnv) != "" {
+	if userns.IsChild() {
 		userns.ChildMain() // the namespace side of `userspace -- CMD`
 	}
 	if err := newApp().Run(context.Background(), os.Args); err != nil {
