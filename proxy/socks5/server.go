@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fips-go/fips-go/internal/sockowner"
 	"github.com/fips-go/fips-go/proxy"
 )
 
@@ -54,6 +55,7 @@ type Stats struct {
 	Refused         uint64 // connections refused: MaxConns reached
 	ProtocolErrors  uint64 // connections closed for malformed input
 	UDPForeign      uint64 // datagrams dropped: not from the client's address
+	UDPWrongOwner   uint64 // datagrams dropped: sent by another local user's socket, or one whose owner is unknown
 	UDPMalformed    uint64 // datagrams dropped: bad header or fragment
 	UDPUnresolvable uint64 // datagrams dropped: destination did not resolve
 }
@@ -63,8 +65,9 @@ type Server struct {
 	opts     Options
 	lim      *proxy.Limiter
 	refusing *proxy.Limiter
+	owner    ownerFunc // who owns a local socket; sockowner.Owner, a fake in tests
 
-	refused, protoErrs, udpForeign, udpMalformed, udpUnresolvable atomic.Uint64
+	refused, protoErrs, udpForeign, udpWrongOwner, udpMalformed, udpUnresolvable atomic.Uint64
 }
 
 // New returns a server with o's zero fields defaulted.
@@ -78,13 +81,13 @@ func New(o Options) *Server {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	return &Server{opts: o, lim: proxy.NewLimiter(o.MaxConns), refusing: proxy.NewLimiter(maxRefusing)}
+	return &Server{opts: o, lim: proxy.NewLimiter(o.MaxConns), refusing: proxy.NewLimiter(maxRefusing), owner: sockowner.Owner}
 }
 
 // Stats returns the counters.
 func (s *Server) Stats() Stats {
 	return Stats{Refused: s.refused.Load(), ProtocolErrors: s.protoErrs.Load(), UDPForeign: s.udpForeign.Load(),
-		UDPMalformed: s.udpMalformed.Load(), UDPUnresolvable: s.udpUnresolvable.Load()}
+		UDPWrongOwner: s.udpWrongOwner.Load(), UDPMalformed: s.udpMalformed.Load(), UDPUnresolvable: s.udpUnresolvable.Load()}
 }
 
 // Serve accepts connections on ln until ctx ends or ln fails, then closes
