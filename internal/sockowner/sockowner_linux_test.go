@@ -67,3 +67,35 @@ func TestOwnerOfOwnSockets(t *testing.T) {
 		t.Errorf("a UDP port nobody holds: %v", err)
 	}
 }
+
+// TestOwnerIPv6: the same over ::1, where the kernel is asked in the
+// IPv6 family.
+func TestOwnerIPv6(t *testing.T) {
+	me := uint32(os.Geteuid())
+	ln, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp6", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	u, err := net.ListenUDP("udp6", &net.UDPAddr{IP: net.IPv6loopback})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	for _, how := range []struct {
+		name string
+		f    func(Proto, netip.AddrPort, netip.AddrPort) (uint32, error)
+	}{{"diag", diagOwner}, {"proc", procOwner}} {
+		if uid, err := how.f(TCP, addrPort(c.LocalAddr()), addrPort(c.RemoteAddr())); err != nil || uid != me {
+			t.Errorf("tcp6 by %s: %d, %v", how.name, uid, err)
+		}
+		if uid, err := how.f(UDP, addrPort(u.LocalAddr()), netip.MustParseAddrPort("[::1]:9")); err != nil || uid != me {
+			t.Errorf("udp6 by %s: %d, %v", how.name, uid, err)
+		}
+	}
+}
