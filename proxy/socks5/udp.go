@@ -47,8 +47,9 @@ type association struct {
 // machine and the system tells socket owners (Linux), that first datagram
 // must also come from a socket of the user who owns the control
 // connection, so another local user cannot take the association over by
-// sending first. Elsewhere, a client that names its port is safe and one
-// that sends 0.0.0.0:0 relies on sending first.
+// sending first. Elsewhere (and for a client on another machine) only the
+// address checks remain: a client that names its port is held to that
+// exact address, one that sends 0.0.0.0:0 relies on sending first.
 func (s *Server) associate(ctx context.Context, c net.Conn, req Addr) {
 	lap, _ := netip.ParseAddrPort(c.LocalAddr().String())
 	rap, _ := netip.ParseAddrPort(c.RemoteAddr().String())
