@@ -127,7 +127,10 @@ func FuzzReadHeads(f *testing.F) {
 		c := &srvConn{nc: cc, br: bufio.NewReaderSize(cc, 16)}
 		total := 0
 		for first := true; ; first = false {
-			head, err := c.readHead(time.Time{}, first, time.Second, limit)
+			if c.awaitRequest(time.Time{}) != nil {
+				return
+			}
+			head, err := c.readHead(first, time.Second, limit)
 			if err != nil {
 				return
 			}

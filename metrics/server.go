@@ -18,8 +18,11 @@ import (
 // defaultServerConfig; tests shorten the timeouts.
 type serverConfig struct {
 	// maxConns: a scraper needs one connection, a few more let curl in
-	// beside it. The server stops accepting at the cap, so a further
-	// connection waits in the kernel's backlog until one closes.
+	// beside it. At the cap a new connection takes the slot of the one
+	// that has waited longest for its next request, so idle keep-alive
+	// connections (anyone who reaches the endpoint can open them) never
+	// keep a scraper out; only when every connection is reading or
+	// answering a request does the new one wait for a slot.
 	maxConns int
 	// maxHead caps a request head (request line and header fields); a
 	// larger one is answered 431. Empty lines before a request count.
@@ -87,14 +90,36 @@ type Server struct {
 	cfg   serverConfig
 	logf  func(format string, args ...any)
 	slots chan struct{}  // a token per open connection
+	idled chan struct{}  // a connection began waiting for a request; capacity 1
 	done  chan struct{}  // closed by Close
 	wg    sync.WaitGroup // the accept loop and every connection's goroutine
 	once  sync.Once      // Close's work
 
-	mu     sync.Mutex
-	closed bool              // guarded by mu
-	conns  map[*srvConn]bool // guarded by mu; true while answering a request
+	mu       sync.Mutex
+	closed   bool                   // guarded by mu
+	conns    map[*srvConn]connState // guarded by mu
+	evicting int                    // guarded by mu; closed for room, not yet gone
 }
+
+// connState is what a connection is doing, for Close and for the choice
+// of the one that makes room at the cap.
+type connState struct {
+	phase connPhase
+	// since orders the waiting connections, oldest first: when the last
+	// request began to be answered, or the accept. (Not when the answer
+	// ended: a client may send its next request on another connection
+	// before this one's goroutine records that.)
+	since   time.Time
+	evicted bool // closed to make room
+}
+
+type connPhase uint8
+
+const (
+	waiting   connPhase = iota // for the first byte of a request
+	reading                    // a request head
+	answering                  // a request
+)
 
 // Serve serves h on ln until Close. logf (nil discards) hears of a panic
 // while answering, which costs its connection, not the process.
@@ -112,8 +137,9 @@ func serve(ln net.Listener, h *Handler, cfg serverConfig, logf func(format strin
 		cfg:   cfg,
 		logf:  logf,
 		slots: make(chan struct{}, cfg.maxConns),
+		idled: make(chan struct{}, 1),
 		done:  make(chan struct{}),
-		conns: map[*srvConn]bool{},
+		conns: map[*srvConn]connState{},
 	}
 	s.wg.Add(1)
 	go s.acceptLoop()
@@ -158,8 +184,8 @@ func (s *Server) closeConns(all bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	for c, busy := range s.conns {
-		if all || !busy {
+	for c, st := range s.conns {
+		if all || st.phase != answering {
 			c.nc.Close()
 		}
 	}
@@ -169,14 +195,8 @@ func (s *Server) acceptLoop() {
 	defer s.wg.Done()
 	var backoff time.Duration
 	for {
-		select {
-		case s.slots <- struct{}{}:
-		case <-s.done:
-			return
-		}
 		nc, err := s.ln.Accept()
 		if err != nil {
-			<-s.slots
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
@@ -192,6 +212,10 @@ func (s *Server) acceptLoop() {
 			continue
 		}
 		backoff = 0
+		if !s.takeSlot() {
+			nc.Close()
+			return
+		}
 		c := &srvConn{nc: nc, accepted: time.Now()}
 		if !s.track(c) {
 			nc.Close()
@@ -203,24 +227,92 @@ func (s *Server) acceptLoop() {
 	}
 }
 
+// takeSlot takes a connection slot for a connection just accepted. At the
+// cap it closes the connection that has waited longest for a request and
+// takes its slot once that one is gone; with none waiting, it waits until
+// one is or a slot frees. False when Close began.
+func (s *Server) takeSlot() bool {
+	for {
+		select {
+		case s.slots <- struct{}{}:
+			return true
+		default:
+		}
+		s.evictOldestIdle()
+		select {
+		case s.slots <- struct{}{}:
+			return true
+		case <-s.idled:
+		case <-s.done:
+			return false
+		}
+	}
+}
+
+// evictOldestIdle closes the connection that has waited longest for its
+// next request, unless one closed for room has not yet given its slot back.
+func (s *Server) evictOldestIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.evicting > 0 {
+		return
+	}
+	var oldest *srvConn
+	var since time.Time
+	for c, st := range s.conns {
+		if st.phase == waiting && !st.evicted && (oldest == nil || st.since.Before(since)) {
+			oldest, since = c, st.since
+		}
+	}
+	if oldest == nil {
+		return
+	}
+	st := s.conns[oldest]
+	st.evicted = true
+	s.conns[oldest] = st
+	s.evicting++
+	oldest.nc.Close()
+}
+
 func (s *Server) track(c *srvConn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false
 	}
-	s.conns[c] = false
+	s.conns[c] = connState{phase: waiting, since: c.accepted}
 	return true
 }
 
-// setBusy marks c as answering a request or not; false once Close began.
-func (s *Server) setBusy(c *srvConn, busy bool) bool {
+// untrack forgets c as its goroutine ends.
+func (s *Server) untrack(c *srvConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conns[c].evicted {
+		s.evicting--
+	}
+	delete(s.conns, c)
+}
+
+// setPhase records what c is doing; false once Close began.
+func (s *Server) setPhase(c *srvConn, p connPhase) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false
 	}
-	s.conns[c] = busy
+	st := s.conns[c]
+	st.phase = p
+	switch p {
+	case answering:
+		st.since = time.Now()
+	case waiting:
+		select { // wake an accept that waits for an idle connection
+		case s.idled <- struct{}{}:
+		default:
+		}
+	}
+	s.conns[c] = st
 	return true
 }
 
@@ -237,17 +329,18 @@ func (s *Server) serveConn(c *srvConn) {
 		if r := recover(); r != nil {
 			s.logf("metrics: panic answering %v (a bug; its connection is closed): %v\n%s", c.nc.RemoteAddr(), r, debug.Stack())
 		}
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
 		c.nc.Close()
+		s.untrack(c)
 		<-s.slots
 		s.wg.Done()
 	}()
 	c.br = bufio.NewReaderSize(c.nc, 4<<10)
 	idleBy := c.accepted.Add(s.cfg.readHeaderTimeout)
 	for first := true; ; first = false {
-		head, err := c.readHead(idleBy, first, s.cfg.readHeaderTimeout, s.cfg.maxHead)
+		if err := c.awaitRequest(idleBy); err != nil || !s.setPhase(c, reading) {
+			return
+		}
+		head, err := c.readHead(first, s.cfg.readHeaderTimeout, s.cfg.maxHead)
 		if err == nil {
 			var req request
 			if req, err = parseRequest(head); err == nil {
@@ -267,20 +360,21 @@ func (s *Server) serveConn(c *srvConn) {
 
 // answer serves one request; false when the connection is to close.
 func (s *Server) answer(c *srvConn, req *request) bool {
-	if !s.setBusy(c, true) {
+	if !s.setPhase(c, answering) {
 		return false
 	}
 	rep := s.h.serve(req)
 	rep.close = req.close || req.hasBody || s.isClosed()
 	err := c.write(rep.response, rep.body, s.cfg.writeTimeout)
 	rep.release()
-	if err != nil || !s.setBusy(c, false) {
+	// Done answering: Close may close it from here on.
+	if err != nil || !s.setPhase(c, reading) {
 		return false
 	}
 	if req.hasBody {
 		c.linger(s.cfg.linger) // the body is not read
 	}
-	return !rep.close
+	return !rep.close && s.setPhase(c, waiting)
 }
 
 // refuse answers a request that cannot be parsed, and closes.
@@ -300,14 +394,18 @@ type srvConn struct {
 	hdr      [256]byte
 }
 
-// readHead returns the next request head, at most limit bytes. The first
-// byte must come by idleBy; the rest of the head within headFor of it, or
-// by idleBy on the connection's first request.
-func (c *srvConn) readHead(idleBy time.Time, first bool, headFor time.Duration, limit int) ([]byte, error) {
+// awaitRequest waits until the next request's first byte is here, or
+// idleBy.
+func (c *srvConn) awaitRequest(idleBy time.Time) error {
 	c.nc.SetReadDeadline(idleBy)
-	if _, err := c.br.Peek(1); err != nil {
-		return nil, err
-	}
+	_, err := c.br.Peek(1)
+	return err
+}
+
+// readHead returns the request head awaitRequest saw begin, at most limit
+// bytes: within headFor of its first byte, or by the deadline awaitRequest
+// set on the connection's first request.
+func (c *srvConn) readHead(first bool, headFor time.Duration, limit int) ([]byte, error) {
 	if !first {
 		c.nc.SetReadDeadline(time.Now().Add(headFor))
 	}

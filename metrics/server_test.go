@@ -64,6 +64,15 @@ func (r *rawConn) closed() {
 	}
 }
 
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := metrics.ListenTCP("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
 func newServer(t *testing.T, src metrics.Source, timeout time.Duration) *metrics.Server {
 	t.Helper()
 	ln, err := metrics.ListenTCP("127.0.0.1:0")
@@ -74,7 +83,7 @@ func newServer(t *testing.T, src metrics.Source, timeout time.Duration) *metrics
 	if src != nil {
 		c = metrics.NewCollector(src, metrics.Options{Interface: "wg0"})
 	}
-	s := metrics.ServeForTest(ln, metrics.NewHandler(c), timeout, nil)
+	s := metrics.ServeForTest(ln, metrics.NewHandler(c), timeout, nil, 0)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -286,31 +295,119 @@ func TestThirdScrapeRefused(t *testing.T) {
 	}
 }
 
-// TestConnectionCap: beyond eight connections the next waits in the
-// backlog, unanswered, until one closes.
-func TestConnectionCap(t *testing.T) {
+// TestIdleConnectionsDoNotStarveScrapes: eight kept-alive connections
+// that sit between requests (anyone who reaches the endpoint can open
+// them) do not keep a scraper out: at the cap the oldest idle one is
+// closed and the new connection answered.
+func TestIdleConnectionsDoNotStarveScrapes(t *testing.T) {
 	leakcheck.Check(t)
-	s := newServer(t, &fakeSource{}, 5*time.Second)
+	s := newServer(t, &fakeSource{}, 30*time.Second)
+	// The idle connections ask for a page that is not there, so that no
+	// scrape of theirs is still being released when the ninth's begins
+	// (the handler answers two scrapes at once, a third gets 503).
 	const get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+	const nope = "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n"
 	var open []*rawConn
 	for range 8 {
 		r := dial(t, s)
-		r.send(get)
-		if resp, _ := r.response("GET"); resp.StatusCode != 200 {
-			t.Fatal(resp.Status)
+		r.send(nope)
+		if resp, _ := r.response("GET"); resp.StatusCode != 404 || resp.Close {
+			t.Fatalf("%s, close %v", resp.Status, resp.Close)
 		}
 		open = append(open, r)
 	}
-	ninth := dial(t, s) // the kernel completes the handshake
-	ninth.send(get)
-	ninth.c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-	if _, err := ninth.br.ReadByte(); err == nil {
-		t.Fatal("a ninth connection was answered")
+	for deadline := time.Now().Add(10 * time.Second); s.WaitingForTest() < 8; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections wait for a request, want 8", s.WaitingForTest())
+		}
 	}
-	open[0].c.Close()
-	ninth.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	ninth := dial(t, s) // deadline 10 s: generous, not a timing claim
+	ninth.send(get)
 	if resp, _ := ninth.response("GET"); resp.StatusCode != 200 {
-		t.Fatalf("ninth after one closed: %s", resp.Status)
+		t.Fatalf("ninth: %s", resp.Status)
+	}
+	open[0].closed() // the oldest idle one made room
+	for _, r := range open[1:] {
+		r.send(nope)
+		if resp, _ := r.response("GET"); resp.StatusCode != 404 {
+			t.Fatalf("a younger idle connection: %s", resp.Status)
+		}
+	}
+}
+
+// TestCapSparesBusyConnections: at the cap, connections answering a
+// request are never the ones closed; the oldest idle one is.
+func TestCapSparesBusyConnections(t *testing.T) {
+	leakcheck.Check(t)
+	src := newBlockingSource()
+	s := newServer(t, src, 30*time.Second)
+	const get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+	var wg sync.WaitGroup
+	statuses := make(chan int, 2)
+	for range 2 { // the oldest two are busy
+		r := dial(t, s)
+		wg.Go(func() {
+			r.send(get)
+			resp, _ := r.response("GET")
+			statuses <- resp.StatusCode
+		})
+		<-src.entered
+	}
+	var idle []*rawConn
+	for range 6 {
+		idle = append(idle, dial(t, s)) // accepted, no request yet
+	}
+	// The eighth slot is taken once the sixth idle one is accepted; a
+	// request answered on it shows it was.
+	idle[5].send("GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, _ := idle[5].response("GET"); resp.StatusCode != 404 {
+		t.Fatalf("sixth idle: %s", resp.Status)
+	}
+	ninth := dial(t, s)
+	ninth.send("GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, _ := ninth.response("GET"); resp.StatusCode != 404 {
+		t.Fatalf("ninth: %s", resp.Status)
+	}
+	idle[0].closed()
+	close(src.release)
+	wg.Wait()
+	for range 2 {
+		if st := <-statuses; st != 200 {
+			t.Errorf("a busy connection got %d", st)
+		}
+	}
+}
+
+// TestConnectionCapWhenAllBusy: with every slot answering a request, a
+// further connection waits, unanswered, until one is free.
+func TestConnectionCapWhenAllBusy(t *testing.T) {
+	leakcheck.Check(t)
+	src := newBlockingSource()
+	s := metrics.ServeForTest(listen(t), metrics.NewHandler(metrics.NewCollector(src, metrics.Options{Interface: "wg0"})), 30*time.Second, nil, 2)
+	t.Cleanup(func() { s.Close() })
+	const get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+	var wg sync.WaitGroup
+	for range 2 {
+		r := dial(t, s)
+		wg.Go(func() {
+			r.send(get)
+			if resp, _ := r.response("GET"); resp.StatusCode != 200 {
+				t.Errorf("busy: %s", resp.Status)
+			}
+		})
+		<-src.entered
+	}
+	third := dial(t, s)
+	third.send(get)
+	third.c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := third.br.ReadByte(); err == nil {
+		t.Fatal("a connection beyond the cap was answered while every slot was busy")
+	}
+	close(src.release)
+	wg.Wait()
+	third.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if resp, _ := third.response("GET"); resp.StatusCode != 200 {
+		t.Fatalf("after the busy ones: %s", resp.Status)
 	}
 }
 
@@ -399,7 +496,7 @@ func TestPanicCostsItsConnectionOnly(t *testing.T) {
 		logs = append(logs, format)
 	}
 	c := metrics.NewCollector(&panickingSource{n: 3}, metrics.Options{Interface: "wg0"})
-	s := metrics.ServeForTest(ln, metrics.NewHandler(c), 5*time.Second, logf)
+	s := metrics.ServeForTest(ln, metrics.NewHandler(c), 5*time.Second, logf, 0)
 	t.Cleanup(func() { s.Close() })
 	// More panics than there are scrape slots: a slot kept by a panic
 	// would refuse the last scrape with 503.

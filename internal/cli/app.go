@@ -21,7 +21,7 @@ var version = "0.1.0-dev"
 // Main runs the command line args (args[0] is the program) and returns
 // the process's exit status.
 func Main(args []string) int {
-	if os.Getenv(userns.ChildEnv) != "" {
+	if userns.IsChild() {
 		userns.ChildMain() // the namespace side of `userspace -- CMD`; never returns
 	}
 	if err := newApp().Run(context.Background(), args); err != nil {

@@ -48,7 +48,8 @@ func userspaceCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "forward", Aliases: []string{"L"}, Usage: "[tcp:|udp:][LOCAL=]REMOTE: accept on LOCAL ([host:]port) and connect to REMOTE (ip:port) inside the tunnel (repeatable)"},
 			&cli.StringSliceFlag{Name: "reverse", Aliases: []string{"R"}, Usage: "REMOTE_PORT=LOCAL: accept TCP inside the tunnel on REMOTE_PORT and connect to LOCAL ([host:]port) here (repeatable)"},
 			&cli.StringFlag{Name: "socks5", Usage: "serve a SOCKS5 proxy (CONNECT, UDP ASSOCIATE) on [host:]port"},
-			&cli.StringFlag{Name: "socks5-auth", Usage: "USER:PASS the SOCKS5 proxy requires (RFC 1929)"},
+			&cli.StringFlag{Name: "socks5-auth", Usage: "USER:PASS the SOCKS5 proxy requires (RFC 1929); every local user can read it from the command line, prefer --socks5-auth-file"},
+			&cli.StringFlag{Name: "socks5-auth-file", Usage: "read the SOCKS5 proxy's USER:PASS from this file, which must be yours and mode 0600 or stricter"},
 			&cli.StringFlag{Name: "http", Usage: "serve an HTTP proxy (CONNECT and http:// requests) on [host:]port"},
 			&cli.StringFlag{Name: "ping", Usage: "ping ADDR through the tunnel, print the replies and exit"},
 			&cli.IntFlag{Name: "count", Value: 4, Usage: "echo requests --ping sends"},
@@ -230,13 +231,14 @@ func (o *userspaceOptions) netstackFlags(c *cli.Command) error {
 	if s := c.String("http"); s != "" {
 		o.httpProxy = proxy.LoopbackDefault(s)
 	}
-	o.socks5Auth = c.String("socks5-auth")
-	if o.socks5Auth != "" {
-		u, p, ok := strings.Cut(o.socks5Auth, ":")
-		if !ok || u == "" || len(u) > 255 || len(p) > 255 {
-			return fmt.Errorf("--socks5-auth: want USER:PASS, each at most 255 bytes")
-		}
+	auth, warn, err := proxy.AuthFromFlags(c.String("socks5-auth"), c.String("socks5-auth-file"))
+	if err != nil {
+		return err
 	}
+	if warn != "" {
+		fmt.Fprintln(os.Stderr, "fips-go: warning:", warn)
+	}
+	o.socks5Auth = auth
 	if s := c.String("ping"); s != "" {
 		a, err := netip.ParseAddr(s)
 		if err != nil {

@@ -19,14 +19,21 @@ const ctlFD = 3
 // forwarded are the signals passed on to the command.
 var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH}
 
-// ChildMain is the child process: it runs when ChildEnv is set and never
-// returns. It is root in its new user namespace, which owns its network
+// ChildMain is the child process: it runs when IsChild and never returns;
+// anywhere else it refuses and exits 1. It is root in its new user namespace, which owns its network
 // and mount namespaces.
 func ChildMain() {
 	os.Exit(childMain())
 }
 
 func childMain() int {
+	// Checked here as well as by the caller of IsChild: ChildMain is
+	// exported, and acting on ChildEnv anywhere but in the namespace Start
+	// made would create a TUN wherever the caller is.
+	if err := checkChild(); err != nil {
+		fmt.Fprintln(os.Stderr, "fips-go: ignoring", ChildEnv+":", err)
+		return 1
+	}
 	unix.CloseOnExec(ctlFD)
 	ctl, err := controlConn(ctlFD)
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 )
 
 // ChildEnv is the environment variable that marks the child process; the
-// program's main must call ChildMain first thing when it is set.
+// program's main must call ChildMain first thing when IsChild reports it.
 const ChildEnv = "FIPS_GO_USERNS_CHILD"
 
 // Options describe the namespace's network and the command to run there.

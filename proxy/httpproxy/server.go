@@ -46,7 +46,7 @@ type Options struct {
 // Server is an HTTP/1.1 proxy.
 type Server struct {
 	opts     Options
-	lim      *proxy.Limiter
+	lim      *proxy.Slots
 	refusing *proxy.Limiter
 }
 
@@ -58,7 +58,7 @@ func New(o Options) *Server {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	return &Server{opts: o, lim: proxy.NewLimiter(o.MaxConns), refusing: proxy.NewLimiter(maxRefusing)}
+	return &Server{opts: o, lim: proxy.NewSlots(o.MaxConns), refusing: proxy.NewLimiter(maxRefusing)}
 }
 
 // Serve accepts connections on ln until ctx ends (then it returns nil) or
@@ -93,13 +93,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			return err
 		}
 		backoff = 0
-		if !s.lim.TryAcquire() {
+		slot, ok := s.lim.Acquire(func() { c.Close() })
+		if !ok {
 			s.refuse(ctx, &wg, c)
 			continue
 		}
 		wg.Go(func() {
-			defer s.lim.Release()
-			s.handle(ctx, c)
+			defer slot.Release()
+			s.handle(ctx, c, slot)
 		})
 	}
 }
@@ -134,8 +135,10 @@ func newClientConn(c net.Conn) *clientConn {
 }
 
 // handle serves one client connection: requests one after another until
-// one needs the connection closed, or a CONNECT takes it over.
-func (s *Server) handle(ctx context.Context, c net.Conn) {
+// one needs the connection closed, or a CONNECT takes it over. While it
+// waits for a request's first byte its slot is idle, and a new connection
+// at the cap may close it.
+func (s *Server) handle(ctx context.Context, c net.Conn, slot *proxy.Slot) {
 	defer c.Close()
 	// net/http recovered a handler's panic too: a bug here costs this
 	// client its connection, not the process its tunnel.
@@ -148,7 +151,7 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 	defer context.AfterFunc(ctx, func() { c.Close() })()
 	cc := newClientConn(c)
 	for first := true; ; first = false {
-		req, err := s.readRequest(cc, first)
+		req, err := s.readRequest(cc, first, slot)
 		if err != nil {
 			return
 		}
@@ -164,6 +167,7 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 		if !s.forward(ctx, cc, req) {
 			return
 		}
+		slot.Idle()
 	}
 }
 
@@ -171,15 +175,22 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 // arrive within DefaultHeaderTimeout of the accept; later ones may wait
 // IdleTimeout for their first byte and then DefaultHeaderTimeout. On an
 // error the client has been answered, if it could be.
-func (s *Server) readRequest(cc *clientConn, first bool) (*request, error) {
+func (s *Server) readRequest(cc *clientConn, first bool, slot *proxy.Slot) (*request, error) {
 	cc.tc.idle = 0
+	wait := DefaultHeaderTimeout
 	if !first {
-		cc.raw.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
-		if _, err := cc.br.Peek(1); err != nil {
-			return nil, err
-		}
+		wait = s.opts.IdleTimeout
 	}
-	cc.raw.SetReadDeadline(time.Now().Add(DefaultHeaderTimeout))
+	cc.raw.SetReadDeadline(time.Now().Add(wait))
+	if _, err := cc.br.Peek(1); err != nil {
+		return nil, err
+	}
+	if !slot.Busy() {
+		return nil, net.ErrClosed // closed for a new connection meanwhile
+	}
+	if !first {
+		cc.raw.SetReadDeadline(time.Now().Add(DefaultHeaderTimeout))
+	}
 	head, err := http1.ReadHead(cc.br, maxHeaderBytes)
 	if err == nil {
 		var req *request

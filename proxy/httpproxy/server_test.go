@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -121,6 +122,9 @@ func TestTooMany(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c1.Close()
+	// c1 is busy: it has begun a request. (An idle one would be closed to
+	// make room; TestIdleKeepAliveDoesNotHoldSlots.)
+	io.WriteString(c1, "GET http://127.0.0.1:1/ HTTP/1.1\r\n")
 	time.Sleep(100 * time.Millisecond) // let the server take c1's slot
 	c2, err := net.Dial("tcp", px)
 	if err != nil {
@@ -661,5 +665,42 @@ func TestPanicCostsItsConnectionOnly(t *testing.T) {
 	}
 	if n := log.Count("panic serving"); n != 1 {
 		t.Fatalf("%d panic lines logged, want 1", n)
+	}
+}
+
+// TestIdleKeepAliveDoesNotHoldSlots: connections between requests do not
+// keep a client out at the cap: the one idle longest is closed and the new
+// client served.
+func TestIdleKeepAliveDoesNotHoldSlots(t *testing.T) {
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello")
+	}))
+	defer web.Close()
+	px := startProxy(t, Options{MaxConns: 2})
+	get := func(c net.Conn, br *bufio.Reader) int {
+		t.Helper()
+		fmt.Fprintf(c, "GET %s/ HTTP/1.1\r\nHost: x\r\n\r\n", web.URL)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+		return resp.StatusCode
+	}
+	var idle []net.Conn
+	for range 2 {
+		c := dialProxy(t, px)
+		if st := get(c, bufio.NewReader(c)); st != 200 {
+			t.Fatalf("keep-alive request: %d", st)
+		}
+		idle = append(idle, c)
+	}
+	c := dialProxy(t, px)
+	if st := get(c, bufio.NewReader(c)); st != 200 {
+		t.Fatalf("beside two idle keep-alive connections: %d, want 200", st)
+	}
+	idle[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := idle[0].Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the oldest idle connection: %v, want it closed", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fips-go/fips-go/internal/sockowner"
 	"github.com/fips-go/fips-go/proxy"
 )
 
@@ -54,6 +55,7 @@ type Stats struct {
 	Refused         uint64 // connections refused: MaxConns reached
 	ProtocolErrors  uint64 // connections closed for malformed input
 	UDPForeign      uint64 // datagrams dropped: not from the client's address
+	UDPWrongOwner   uint64 // datagrams dropped: sent by another local user's socket, or one whose owner is unknown
 	UDPMalformed    uint64 // datagrams dropped: bad header or fragment
 	UDPUnresolvable uint64 // datagrams dropped: destination did not resolve
 }
@@ -61,10 +63,11 @@ type Stats struct {
 // Server is a SOCKS5 server.
 type Server struct {
 	opts     Options
-	lim      *proxy.Limiter
+	lim      *proxy.Slots
 	refusing *proxy.Limiter
+	owner    ownerFunc // who owns a local socket; sockowner.Owner, a fake in tests
 
-	refused, protoErrs, udpForeign, udpMalformed, udpUnresolvable atomic.Uint64
+	refused, protoErrs, udpForeign, udpWrongOwner, udpMalformed, udpUnresolvable atomic.Uint64
 }
 
 // New returns a server with o's zero fields defaulted.
@@ -78,13 +81,13 @@ func New(o Options) *Server {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	return &Server{opts: o, lim: proxy.NewLimiter(o.MaxConns), refusing: proxy.NewLimiter(maxRefusing)}
+	return &Server{opts: o, lim: proxy.NewSlots(o.MaxConns), refusing: proxy.NewLimiter(maxRefusing), owner: sockowner.Owner}
 }
 
 // Stats returns the counters.
 func (s *Server) Stats() Stats {
 	return Stats{Refused: s.refused.Load(), ProtocolErrors: s.protoErrs.Load(), UDPForeign: s.udpForeign.Load(),
-		UDPMalformed: s.udpMalformed.Load(), UDPUnresolvable: s.udpUnresolvable.Load()}
+		UDPWrongOwner: s.udpWrongOwner.Load(), UDPMalformed: s.udpMalformed.Load(), UDPUnresolvable: s.udpUnresolvable.Load()}
 }
 
 // Serve accepts connections on ln until ctx ends or ln fails, then closes
@@ -106,7 +109,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return err
 		}
-		if !s.lim.TryAcquire() {
+		slot, ok := s.lim.Acquire(func() { c.Close() })
+		if !ok {
 			s.refused.Add(1)
 			s.opts.Logf("socks5: refusing %v: %d connections open (the limit)", c.RemoteAddr(), s.lim.Cap())
 			if !s.refusing.TryAcquire() {
@@ -120,8 +124,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		wg.Go(func() {
-			defer s.lim.Release()
-			s.handle(ctx, c)
+			defer slot.Release()
+			s.handle(ctx, c, slot)
 		})
 	}
 }
@@ -179,7 +183,9 @@ func (s *Server) refuse(c net.Conn) {
 	proxy.CloseGently(c)
 }
 
-func (s *Server) handle(ctx context.Context, c net.Conn) {
+// handle serves a connection. Until the client's first byte its slot is
+// idle, and a new connection at the cap may close it.
+func (s *Server) handle(ctx context.Context, c net.Conn, slot *proxy.Slot) {
 	defer c.Close()
 	// A bug here costs this client its connection, not the process its
 	// tunnel (the HTTP proxy and the metrics endpoint do the same).
@@ -191,10 +197,11 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 	// Shutting down ends handshakes too, so Serve's wait is short.
 	defer context.AfterFunc(ctx, func() { c.Close() })()
 	c.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
-	err := s.handshake(c)
+	hc := proxy.BusyOnRead(c, slot)
+	err := s.handshake(hc)
 	var req Request
 	if err == nil {
-		req, err = ReadRequest(c)
+		req, err = ReadRequest(hc)
 	}
 	if err != nil {
 		if errors.Is(err, ErrProtocol) {

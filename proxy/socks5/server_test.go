@@ -3,9 +3,11 @@ package socks5
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -289,5 +291,36 @@ func TestPanicCostsItsConnectionOnly(t *testing.T) {
 	c2.Close()
 	if n := log.Count("panic serving"); n != 1 {
 		t.Fatalf("%d panic lines logged, want 1", n)
+	}
+}
+
+// TestIdleHandshakesDoNotHoldSlots: connections that have sent nothing
+// yet do not keep a client out at the cap: the one idle longest is closed
+// and the new client served.
+func TestIdleHandshakesDoNotHoldSlots(t *testing.T) {
+	echo := echoTCP(t)
+	_, addr := startServer(t, Options{MaxConns: 2})
+	var idle []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		idle = append(idle, c)
+	}
+	time.Sleep(100 * time.Millisecond) // let the server take their slots
+	c, rep, _ := dialSOCKS(t, addr, "", "", Request{Cmd: CmdConnect, Addr: AddrFrom(echo)})
+	if rep != RepSucceeded {
+		t.Fatalf("beside two idle connections: reply %d, want success", rep)
+	}
+	defer c.Close()
+	c.Write([]byte("x"))
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	idle[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := idle[0].Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the oldest idle connection: %v, want it closed", err)
 	}
 }

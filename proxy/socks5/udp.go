@@ -2,11 +2,13 @@ package socks5
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"sync"
 	"time"
 
+	"github.com/fips-go/fips-go/internal/sockowner"
 	"github.com/fips-go/fips-go/proxy"
 )
 
@@ -21,8 +23,15 @@ type association struct {
 	ctx    context.Context
 	local  *net.UDPConn // the client's side
 	act    proxy.Activity
+	relay  netip.AddrPort // local's address, as the client sends to it
 	want   netip.AddrPort // the client's source as the request named it (parts may be zero)
 	client netip.AddrPort // learned from the first datagram; then fixed
+	// owner is the uid of the client's end of the control connection,
+	// when it is a socket of this machine whose owner the system tells
+	// (ownerKnown); then only that user's sockets may send the first
+	// datagram. Otherwise only the address checks apply.
+	owner      uint32
+	ownerKnown bool
 
 	mu     sync.Mutex        // guards tunnel and closed
 	tunnel [2]net.PacketConn // [0] IPv4, [1] IPv6; opened on first use
@@ -34,7 +43,13 @@ type association struct {
 // association is idle. The relay binds to the address the client reached
 // the listener on (loopback unless the user chose otherwise) and accepts
 // datagrams only from the control connection's IP, and from the port the
-// client named or the first one it used.
+// client named or the first one it used. When the client is on this
+// machine and the system tells socket owners (Linux), that first datagram
+// must also come from a socket of the user who owns the control
+// connection, so another local user cannot take the association over by
+// sending first. Elsewhere (and for a client on another machine) only the
+// address checks remain: a client that names its port is held to that
+// exact address, one that sends 0.0.0.0:0 relies on sending first.
 func (s *Server) associate(ctx context.Context, c net.Conn, req Addr) {
 	lap, _ := netip.ParseAddrPort(c.LocalAddr().String())
 	rap, _ := netip.ParseAddrPort(c.RemoteAddr().String())
@@ -46,6 +61,7 @@ func (s *Server) associate(ctx context.Context, c net.Conn, req Addr) {
 	}
 	a := &association{s: s, ctx: ctx, local: pc}
 	a.want = netip.AddrPortFrom(rap.Addr().Unmap(), 0)
+	a.owner, a.ownerKnown = s.controlOwner(lap, rap)
 	if req.IP.IsValid() && !req.IP.IsUnspecified() && req.IP.Unmap() != a.want.Addr() {
 		s.opts.Logf("socks5: udp associate from %v for %v: refused, not the client's address", rap, req)
 		c.Write(AppendReply(nil, RepNotAllowed, Addr{}))
@@ -54,6 +70,7 @@ func (s *Server) associate(ctx context.Context, c net.Conn, req Addr) {
 	}
 	a.want = netip.AddrPortFrom(a.want.Addr(), req.Port)
 	bound, _ := netip.ParseAddrPort(pc.LocalAddr().String())
+	a.relay = netip.AddrPortFrom(lap.Addr().Unmap(), bound.Port())
 	if _, err := c.Write(AppendReply(nil, RepSucceeded, AddrFrom(bound))); err != nil {
 		pc.Close()
 		return
@@ -73,7 +90,7 @@ func (s *Server) associate(ctx context.Context, c net.Conn, req Addr) {
 			}
 		}
 	})
-	a.fromClient()
+	a.relayFromClient()
 	closeAll()
 	close(stop)
 	a.wg.Wait()
@@ -92,8 +109,8 @@ func (a *association) close() {
 	}
 }
 
-// fromClient relays the client's datagrams into the tunnel.
-func (a *association) fromClient() {
+// relayFromClient relays the client's datagrams into the tunnel.
+func (a *association) relayFromClient() {
 	buf := make([]byte, maxDatagram)
 	for {
 		n, from, err := a.local.ReadFromUDPAddrPort(buf)
@@ -101,8 +118,12 @@ func (a *association) fromClient() {
 			return
 		}
 		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
-		if !a.fromClientAddr(from) {
+		switch a.fromClient(from) {
+		case foreign:
 			a.s.udpForeign.Add(1)
+			continue
+		case wrongOwner:
+			a.s.udpWrongOwner.Add(1)
 			continue
 		}
 		to, payload, err := ParseUDP(buf[:n])
@@ -124,20 +145,61 @@ func (a *association) fromClient() {
 	}
 }
 
-// fromClientAddr checks a datagram's source and learns the client's port
-// from the first one.
-func (a *association) fromClientAddr(from netip.AddrPort) bool {
+// verdict is what becomes of a datagram on the client's side.
+type verdict uint8
+
+const (
+	accept     verdict = iota
+	foreign            // not the client's address
+	wrongOwner         // the client's address, another user's socket
+)
+
+// ownerFunc tells the uid of the socket of this machine whose own address
+// is self and whose peer is peer (sockowner.Owner).
+type ownerFunc func(p sockowner.Proto, self, peer netip.AddrPort) (uint32, error)
+
+// controlOwner finds the user of the client's end of the control
+// connection, which reached the listener at lap from rap.
+func (s *Server) controlOwner(lap, rap netip.AddrPort) (uint32, bool) {
+	if s.owner == nil {
+		return 0, false
+	}
+	uid, err := s.owner(sockowner.TCP, rap, lap)
+	if err != nil {
+		if rap.Addr().IsLoopback() && !errors.Is(err, sockowner.ErrUnsupported) {
+			s.opts.Logf("socks5: udp associate from %v: its owner is unknown (%v); accepting the client's datagrams by address only", rap, err)
+		}
+		return 0, false
+	}
+	return uid, true
+}
+
+// fromClient checks a datagram's source and learns the client's port from
+// the first one that passes. Until then, a datagram must come from the
+// control connection's address, from the port the client named if it
+// named one, and from a socket of the control connection's owner if that
+// is known; a socket whose owner cannot be found is refused too.
+func (a *association) fromClient(from netip.AddrPort) verdict {
 	if from.Addr() != a.want.Addr() {
-		return false
+		return foreign
 	}
 	if a.client.IsValid() {
-		return from == a.client
+		if from != a.client {
+			return foreign
+		}
+		return accept
 	}
 	if a.want.Port() != 0 && from.Port() != a.want.Port() {
-		return false
+		return foreign
+	}
+	if a.ownerKnown {
+		uid, err := a.s.owner(sockowner.UDP, from, a.relay)
+		if err != nil || uid != a.owner {
+			return wrongOwner
+		}
 	}
 	a.client = from
-	return true
+	return accept
 }
 
 // tunnelSocket returns the family's tunnel socket, opening it and its
