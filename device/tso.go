@@ -3,6 +3,7 @@ package device
 import (
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/tun"
 )
 
 // The TUN's TSO super-packets, sized to the UDP messages they leave in.
@@ -27,22 +28,12 @@ import (
 // forwarded 64 KiB super-packet into 47 reads of one packet each and
 // halved its throughput toward its clients.
 
-const (
-	// tcpMaxHeaders is the most IP and TCP header a full-size segment
-	// carries in practice: IPv6 (40), TCP (20) and its timestamp option
-	// (12). The smallest MSS at an MTU is the MTU less this, and the
-	// kernel's TCP cuts a super-packet into the most segments at the
-	// smallest MSS.
-	tcpMaxHeaders = 40 + 20 + 12
-	// tsoLegacyMax is the kernel's default GSO maximum (GSO_LEGACY_MAX_SIZE).
-	tsoLegacyMax = 1 << 16
-	// tsoMinShrunk is the smallest super-packet shrinking may leave: at
-	// small MTUs, where 64 datagrams are the limit, one message's worth is
-	// half of 64 KiB or less, which would double the sender's TUN reads.
-	// Only MTU 1420 was measured; this keeps the change to MTUs where it
-	// takes a quarter off at most.
-	tsoMinShrunk = 48 << 10
-)
+// tsoMinShrunk is the smallest super-packet shrinking may leave: at small
+// MTUs, where 64 datagrams are the limit, one message's worth is half of
+// 64 KiB or less, which would double the sender's TUN reads. Only MTU 1420
+// was measured; this keeps the change to MTUs where it takes a quarter
+// off at most.
+const tsoMinShrunk = 48 << 10
 
 // tsoMaxSize returns the GSO maximum to give the TUN at this MTU, and false
 // where the kernel's default is right: a 64 KiB super-packet fits one
@@ -54,15 +45,15 @@ const (
 // the size returned makes that at most n segments of the smallest MSS,
 // and so of any larger one, whatever the reserve.
 func tsoMaxSize(mtu int) (int, bool) {
-	mss := mtu - tcpMaxHeaders
-	if mss <= 0 {
+	mss, ok := tun.MinTCPMSS(mtu)
+	if !ok {
 		return 0, false
 	}
 	n := min(conn.GSOMaxSegments, conn.GSOMaxBytes/(mtu+noise.TransportOverhead))
-	if tsoLegacyMax/mss <= n || n*mss < tsoMinShrunk {
+	if tun.LegacyGSOMax/mss <= n || n*mss < tsoMinShrunk {
 		return 0, false
 	}
-	return (n+1)*mss - 1, true
+	return tun.GSOMaxForSegments(mss, n), true
 }
 
 // gsoSizer is a TUN whose GSO maximum can be set: the kernel TUN.
@@ -86,7 +77,7 @@ func (d *Device) sizeTSO(mtu int) {
 		if !d.tsoShrunk {
 			return
 		}
-		size = tsoLegacyMax
+		size = tun.LegacyGSOMax
 	}
 	if err := sz.SetGSOMaxSize(size); err != nil {
 		d.opts.Logf("device: MTU %d: the TUN's GSO maximum is not %d: %v", mtu, size, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/tun"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
 
@@ -48,15 +49,15 @@ func TestTSOMaxSizeFitsOneMessage(t *testing.T) {
 		dgram := mtu + noise.TransportOverhead
 		n := min(conn.GSOMaxSegments, conn.GSOMaxBytes/dgram)
 		if !ok {
-			if mss := mtu - tcpMaxHeaders; mss > 0 && tsoLegacyMax/mss > n && n*mss >= tsoMinShrunk {
-				t.Fatalf("MTU %d: default kept although %d segments of %d exceed one message of %d", mtu, tsoLegacyMax/mss, mss, n)
+			if mss := mtu - tun.TCPMaxHeaders; mss > 0 && tun.LegacyGSOMax/mss > n && n*mss >= tsoMinShrunk {
+				t.Fatalf("MTU %d: default kept although %d segments of %d exceed one message of %d", mtu, tun.LegacyGSOMax/mss, mss, n)
 			}
 			continue
 		}
-		if size <= 0 || size >= tsoLegacyMax {
+		if size <= 0 || size >= tun.LegacyGSOMax {
 			t.Fatalf("MTU %d: size %d outside (0, 64 KiB)", mtu, size)
 		}
-		for mss := mtu - tcpMaxHeaders; mss <= mtu-40; mss++ {
+		for mss := mtu - tun.TCPMaxHeaders; mss <= mtu-40; mss++ {
 			for _, reserve := range []int{0, 1, 320, 1024} {
 				segs := (size - reserve - 1) / mss
 				if segs > n || segs*dgram > conn.GSOMaxBytes {
@@ -152,9 +153,9 @@ func TestDeviceSizesTSO(t *testing.T) {
 			t.Fatalf("MTU %d: GSO maximum set to %v, want %v", mtu, got, want)
 		}
 	}
-	step(1420, nil)               // unchanged: nothing asked
-	step(9000, nil, tsoLegacyMax) // the default back
-	step(576, nil)                // the default already
+	step(1420, nil)                   // unchanged: nothing asked
+	step(9000, nil, tun.LegacyGSOMax) // the default back
+	step(576, nil)                    // the default already
 	step(1280, nil, 50*1208-1)
 	step(1420, errors.New("operation not permitted")) // refused: logged
 	mu.Lock()
@@ -164,6 +165,6 @@ func TestDeviceSizesTSO(t *testing.T) {
 		t.Fatalf("refusal not logged: %q", logged)
 	}
 	mu.Unlock()
-	step(9000, nil, tsoLegacyMax) // 1280's size was still in place
+	step(9000, nil, tun.LegacyGSOMax) // 1280's size was still in place
 	step(1420, nil, 46*1348-1)
 }
