@@ -75,7 +75,7 @@ func (c *mmsgCall) send(fd uintptr) bool { return c.do(unix.SYS_SENDMMSG, fd) }
 // sleeps, and the first ordinary system call after that wakes it with a
 // futex, on the path of the packet that ended the quiet (about 60 µs on
 // the development VM, in each daemon on each way of an idle ping; see
-// README, "Queues and latency").
+// docs/architecture.md, "Queues and latency").
 func (c *mmsgCall) do(trap, fd uintptr) bool {
 	for {
 		n, _, e := unix.RawSyscall6(trap, fd, uintptr(unsafe.Pointer(&c.msgs[0])), uintptr(len(c.msgs)), unix.MSG_DONTWAIT, 0, 0)

@@ -85,7 +85,7 @@ type Options struct {
 	// cookie budget and 500 more for messages that carry a valid MAC2; a
 	// burst of a twentieth of it). Configured peers' traffic arrives on
 	// their connected sockets and is not paced. Both defaults come from the
-	// flood benchmark against 130,000-150,000 initiations a second (README,
+	// flood benchmark against 130,000-150,000 initiations a second (docs/benchmarks.md,
 	// Handshake flood): each reply is a send, and at 2,500 a second they
 	// cost the legitimate peers about a tenth of their throughput; a server
 	// that expects roaming clients during a flood may raise them, at the

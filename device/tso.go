@@ -18,7 +18,7 @@ import (
 // its own trip through both daemons. Under one iperf3 stream the receiver
 // wrote 46 KB per TUN write on average; with super-packets of at most 45
 // segments, 66 KB, with about 30% fewer TUN writes, ACKs and receive
-// calls, and as many TUN reads at the sender (see README, Benchmarks).
+// calls, and as many TUN reads at the sender (see docs/architecture.md, "GSO, GRO and TSO").
 //
 // tsoMaxSize says what to set the interface's GSO maximum to so that no
 // super-packet has more segments than one message carries. The device

@@ -7,7 +7,7 @@
 #
 # An impl is a binary in bin/ that honours the wireguard-go command line
 # (fips-go and wireguard-go are built here; wireguard-go-ts is Tailscale's
-# fork, see README), or boringtun, built with cargo on first use.
+# fork, see docs/benchmarks.md), or boringtun, built with cargo on first use.
 #
 # Prints one row per implementation and test: throughput, CPU seconds per
 # GB in the two tunnel processes together, TCP retransmissions (segments
@@ -26,7 +26,7 @@ impls=("$@"); [ ${#impls[@]} -gt 0 ] || impls=(fips-go wireguard-go)
 bash scripts/deps.sh
 mkdir -p bin
 # Static, as the README builds it: no libc mapped, 1.5 MiB less RSS. The
-# references are built the same way (bin/wireguard-go-ts too: see README).
+# references are built the same way (bin/wireguard-go-ts too: see docs/benchmarks.md).
 export CGO_ENABLED=0
 go build -o bin/fips-go .
 go build -o bin/wireguard-go golang.zx2c4.com/wireguard

@@ -21,7 +21,7 @@ import (
 // thread (sysmon) sleeps, and the first ordinary system call after that
 // wakes it with a futex, on the path of the packet that ended the quiet.
 // On the development VM each such wake-up cost about 60 µs, and an idle
-// ping met one in each daemon on each way (see README, "Queues and
+// ping met one in each daemon on each way (see docs/architecture.md, "Queues and
 // latency").
 
 // fdCalls makes the data path's system calls on a TUN descriptor: raw

@@ -26,7 +26,7 @@ import (
 //     inside a 64 KiB GSO/GRO burst rarely produces three duplicate ACKs,
 //     so recovery waits for the retransmission timeout.
 //     BenchmarkNetstackWAN (two devices over a delayed, lossy in-memory link;
-//     README, Benchmarks) kept reno over distance too: CUBIC led only on
+//     docs/benchmarks.md) kept reno over distance too: CUBIC led only on
 //     loss-free paths of 40 and 120 ms RTT (1.5x), was level at 10 ms and
 //     on every lossy long path, and 4-5x behind with loss at short RTT.
 //     The same runs showed auto-tuning (40 ms: 0.38 vs 0.05 Gbit/s), RACK
