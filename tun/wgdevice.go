@@ -2,7 +2,6 @@ package tun
 
 import (
 	"os"
-	"sync"
 
 	wgtun "golang.zx2c4.com/wireguard/tun"
 )
@@ -14,7 +13,6 @@ import (
 type wgDevice struct {
 	wgtun.Device
 	events chan Event
-	once   sync.Once
 }
 
 var _ Device = (*wgDevice)(nil)
