@@ -32,6 +32,11 @@ type NetOptions struct {
 	// BatchSize is what the binds report as conn.Bind.BatchSize (default
 	// 128).
 	BatchSize int
+	// Tap, if set, sees every datagram handed to the network, before any
+	// fault applies, as an on-path observer would: tests capture traffic
+	// with it to replay or alter. data is a copy the tap may keep. It is
+	// called with the network's lock held and must not send.
+	Tap func(from, to netip.AddrPort, data []byte)
 }
 
 // NetStats count what the network did to the datagrams it carried.
@@ -158,6 +163,9 @@ func (n *Network) deliver(from, to netip.AddrPort, data []byte) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.sent.Add(1)
+	if n.opts.Tap != nil {
+		n.opts.Tap(from, to, append([]byte(nil), data...))
+	}
 	lose := n.rng.Float64() < n.opts.Loss
 	dup := n.rng.Float64() < n.opts.Duplicate
 	hold := n.rng.Float64() < n.opts.Reorder
