@@ -177,18 +177,3 @@ func (d *kernelDevice) passInner() {
 		}
 	}
 }
-
-// fromWG translates wireguard-go's events into ours.
-func fromWG(e wgtun.Event) Event {
-	var out Event
-	if e&wgtun.EventUp != 0 {
-		out |= EventUp
-	}
-	if e&wgtun.EventDown != 0 {
-		out |= EventDown
-	}
-	if e&wgtun.EventMTUUpdate != 0 {
-		out |= EventMTUUpdate
-	}
-	return out
-}

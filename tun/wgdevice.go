@@ -30,20 +30,25 @@ func FromWireGuard(d wgtun.Device) Device {
 func (w *wgDevice) relay() {
 	defer close(w.events)
 	for e := range w.Device.Events() {
-		var ours Event
-		if e&wgtun.EventUp != 0 {
-			ours |= EventUp
-		}
-		if e&wgtun.EventDown != 0 {
-			ours |= EventDown
-		}
-		if e&wgtun.EventMTUUpdate != 0 {
-			ours |= EventMTUUpdate
-		}
-		if ours != 0 {
+		if ours := fromWG(e); ours != 0 {
 			w.events <- ours
 		}
 	}
+}
+
+// fromWG translates wireguard-go's events into ours.
+func fromWG(e wgtun.Event) Event {
+	var out Event
+	if e&wgtun.EventUp != 0 {
+		out |= EventUp
+	}
+	if e&wgtun.EventDown != 0 {
+		out |= EventDown
+	}
+	if e&wgtun.EventMTUUpdate != 0 {
+		out |= EventMTUUpdate
+	}
+	return out
 }
 
 // Read implements Device.
