@@ -91,8 +91,10 @@ type Options struct {
 	// that expects roaming clients during a flood may raise them, at the
 	// CPU's cost.
 	HandshakeReads int
-	// MaxPeers caps the configured peers (default 65,536, as wireguard-go);
-	// a request that would end with more is refused whole (ErrTooMany).
+	// MaxPeers caps the configured peers (default 131,072: a gateway's
+	// 100,000 road-warrior clients fit, which wireguard-go's 65,536 does
+	// not; docs/architecture.md states what each costs); a request that
+	// would end with more is refused whole (ErrTooMany).
 	MaxPeers int
 	// MaxAllowedIPs caps the allowed-IP prefixes of all peers together
 	// (default 1,048,576, about 150 MiB of routing table); a request that
@@ -171,7 +173,7 @@ func (o *Options) setDefaults() {
 		o.HandshakeReads = 1500
 	}
 	if o.MaxPeers <= 0 {
-		o.MaxPeers = 1 << 16
+		o.MaxPeers = 1 << 17
 	}
 	if o.MaxAllowedIPs <= 0 {
 		o.MaxAllowedIPs = 1 << 20
