@@ -23,7 +23,7 @@ var (
 // pair opens a server tunnel serving the name web.test at its address
 // and HTTP on port 80, and a client tunnel peered with it over loopback,
 // whose DNS is the server unless noDNS. Both close at the test's end.
-func pair(t *testing.T, noDNS bool) (server, client *tunnel.Tunnel) {
+func pair(t testing.TB, noDNS bool) (server, client *tunnel.Tunnel) {
 	t.Helper()
 	ctx := context.Background()
 	sk, ck := newKey(), newKey()
