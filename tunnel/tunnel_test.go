@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,5 +194,46 @@ func TestOpenRefuses(t *testing.T) {
 			ln.Close()
 			t.Errorf("Listen(%q, %q) was accepted", bad[0], bad[1])
 		}
+	}
+}
+
+// An endpoint given as a host name is resolved with ResolveEndpoint, the
+// tunnel follows it, and Close ends the follower too.
+func TestEndpointByName(t *testing.T) {
+	leakcheck.Check(t)
+	ctx := context.Background()
+	sk, ck := newKey(), newKey()
+	server, err := tunnel.OpenBytes(ctx, []byte(fmt.Sprintf(
+		"[Interface]\nPrivateKey = %s\nAddress = %v/24\n[Peer]\nPublicKey = %s\nAllowedIPs = %v/32\n",
+		sk.private, serverAddr, ck.public, clientAddr)), tunnel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close() })
+	var mu sync.Mutex // guards asked: the follower may resolve too
+	var asked []string
+	client, err := tunnel.OpenBytes(ctx, []byte(fmt.Sprintf(
+		"[Interface]\nPrivateKey = %s\nAddress = %v/24\n[Peer]\nPublicKey = %s\nAllowedIPs = %v/32\nEndpoint = server.invalid:%d\n",
+		ck.private, clientAddr, sk.public, serverAddr, server.Status().ListenPort)), tunnel.Options{
+		ResolveEndpoint: func(_ context.Context, host string) ([]netip.Addr, error) {
+			mu.Lock()
+			asked = append(asked, host)
+			mu.Unlock()
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := client.WaitHandshake(wctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) == 0 || asked[0] != "server.invalid" {
+		t.Fatalf("resolver asked for %q", asked)
 	}
 }
