@@ -64,6 +64,7 @@
 // # Programs that own a TUN
 //
 // A program that has a TUN device (and the privileges it takes) uses
-// device.New with a tun.Device and a conn.Bind, and configures it with
-// device.Apply; this package is that plus a userspace stack.
+// package device instead: device.New with a tun.Device and a conn.Bind,
+// configured with its Apply method. This package is that plus a userspace
+// TCP/IP stack in place of the TUN.
 package tunnel
