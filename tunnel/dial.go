@@ -53,7 +53,10 @@ func family(network string) (fam int, ok bool) {
 
 // LookupNetIP looks host up with the configuration's DNS servers, through
 // the tunnel; network is "ip", "ip4" or "ip6". An IP address is returned
-// as it is. Without DNS servers it fails with ErrNoDNS.
+// as it is. Without DNS servers it fails with ErrNoDNS. It is Go's own
+// resolver with only its transport changed, so the host's /etc/hosts
+// still answers first and resolv.conf's search domains and timeouts
+// still apply.
 func (t *Tunnel) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
 	if a, err := netip.ParseAddr(host); err == nil {
 		return []netip.Addr{a.Unmap()}, nil
@@ -170,7 +173,10 @@ func (t *Tunnel) listenAddr(network, address string) (netip.AddrPort, error) {
 }
 
 // Listen listens for TCP connections inside the tunnel; network is "tcp",
-// "tcp4" or "tcp6", and address "ip:port" or ":port" (see listenAddr).
+// "tcp4" or "tcp6", and address "ip:port" or ":port". Names are not
+// resolved. ":port" listens on all the tunnel's addresses of one family:
+// the network's, or for "tcp" IPv4 if the tunnel has an IPv4 address; a
+// dual-stack server listens twice, with "tcp4" and "tcp6".
 func (t *Tunnel) Listen(network, address string) (net.Listener, error) {
 	if network != "tcp" && network != "tcp4" && network != "tcp6" {
 		return nil, fmt.Errorf("tunnel: listen: unknown network %q", network)
