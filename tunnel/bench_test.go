@@ -79,42 +79,49 @@ func streamTCP(b *testing.B, ln net.Listener, dial func() (net.Conn, error)) {
 
 // wgPair is two wireguard-go devices on wireguard-go's netstack, peered
 // over loopback at the same addresses pair uses.
-func wgPair(b *testing.B) (server, client *wgnetstack.Net) {
+func wgPair(b testing.TB) (server, client *wgnetstack.Net) {
 	sk, ck := newKey(), newKey()
-	hexKey := func(s string) string {
-		k, err := base64.StdEncoding.DecodeString(s)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return hex.EncodeToString(k)
+	server, port := wgNode(b, serverAddr, sk.private, fmt.Sprintf("public_key=%s\nallowed_ip=%v/32\n", hexKey(b, ck.public), clientAddr))
+	client, _ = wgNode(b, clientAddr, ck.private, fmt.Sprintf("public_key=%s\nallowed_ip=10.77.0.0/24\nendpoint=127.0.0.1:%d\n", hexKey(b, sk.public), port))
+	return server, client
+}
+
+// wgNode is a wireguard-go device on its netstack at addr, configured
+// with key and the UAPI lines uapi; it closes at the test's end.
+func wgNode(t testing.TB, addr netip.Addr, key, uapi string) (*wgnetstack.Net, uint16) {
+	t.Helper()
+	tdev, tnet, err := wgnetstack.CreateNetTUN([]netip.Addr{addr}, nil, 1420)
+	if err != nil {
+		t.Fatal(err)
 	}
-	node := func(addr netip.Addr, key, uapi string) (*wgdevice.Device, *wgnetstack.Net) {
-		tdev, tnet, err := wgnetstack.CreateNetTUN([]netip.Addr{addr}, nil, 1420)
-		if err != nil {
-			b.Fatal(err)
-		}
-		dev := wgdevice.NewDevice(tdev, wgconn.NewDefaultBind(), wgdevice.NewLogger(wgdevice.LogLevelSilent, ""))
-		b.Cleanup(dev.Close)
-		if err := dev.IpcSet("private_key=" + hexKey(key) + "\nlisten_port=0\n" + uapi); err != nil {
-			b.Fatal(err)
-		}
-		if err := dev.Up(); err != nil {
-			b.Fatal(err)
-		}
-		return dev, tnet
+	dev := wgdevice.NewDevice(tdev, wgconn.NewDefaultBind(), wgdevice.NewLogger(wgdevice.LogLevelSilent, ""))
+	t.Cleanup(dev.Close)
+	if err := dev.IpcSet("private_key=" + hexKey(t, key) + "\nlisten_port=0\n" + uapi); err != nil {
+		t.Fatal(err)
 	}
-	sdev, server := node(serverAddr, sk.private, fmt.Sprintf("public_key=%s\nallowed_ip=%v/32\n", hexKey(ck.public), clientAddr))
-	port := 0
-	if s, err := sdev.IpcGet(); err == nil {
-		for line := range strings.Lines(s) {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "listen_port="); ok {
-				port, _ = strconv.Atoi(v)
+	if err := dev.Up(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := dev.IpcGet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(s) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "listen_port="); ok {
+			if p, err := strconv.ParseUint(v, 10, 16); err == nil && p != 0 {
+				return tnet, uint16(p)
 			}
 		}
 	}
-	if port == 0 {
-		b.Fatal("wireguard-go: no listen port")
+	t.Fatal("wireguard-go: no listen port")
+	return nil, 0
+}
+
+// hexKey is a base64 key as UAPI spells it.
+func hexKey(t testing.TB, s string) string {
+	k, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
 	}
-	_, client = node(clientAddr, ck.private, fmt.Sprintf("public_key=%s\nallowed_ip=10.77.0.0/24\nendpoint=127.0.0.1:%d\n", hexKey(sk.public), port))
-	return server, client
+	return hex.EncodeToString(k)
 }
