@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 )
 
 // newResolver asks the configuration's name servers, through the tunnel.
@@ -64,11 +65,33 @@ func (t *Tunnel) LookupNetIP(ctx context.Context, network, host string) ([]netip
 	if t.resolver == nil {
 		return nil, fmt.Errorf("tunnel: lookup %s: %w", host, ErrNoDNS)
 	}
-	got, err := t.resolver.LookupNetIP(ctx, network, host)
-	for i := range got {
-		got[i] = got[i].Unmap()
+	var first error
+	for _, name := range t.searchNames(host) {
+		got, err := t.resolver.LookupNetIP(ctx, network, name)
+		if err == nil {
+			for i := range got {
+				got[i] = got[i].Unmap()
+			}
+			return got, nil
+		}
+		first = cmpErr(first, err)
 	}
-	return got, err
+	return nil, first
+}
+
+// searchNames is host as the configuration's search domains (DNS entries
+// that are not addresses) complete it, each made absolute, then host: a
+// name without a dot is tried in each domain first, as wg-quick's
+// resolv.conf would have it.
+func (t *Tunnel) searchNames(host string) []string {
+	if strings.Contains(host, ".") || len(t.search) == 0 {
+		return []string{host}
+	}
+	names := make([]string, 0, len(t.search)+1)
+	for _, d := range t.search {
+		names = append(names, host+"."+strings.TrimSuffix(d, ".")+".")
+	}
+	return append(names, host)
 }
 
 // LookupHost is LookupNetIP for both families, as strings.

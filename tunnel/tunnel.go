@@ -91,6 +91,7 @@ type Tunnel struct {
 	dev       *device.Device
 	addrs     []netip.Addr // the stack's own addresses
 	dns       []netip.Addr
+	search    []string      // the search domains of the configuration's DNS
 	resolver  *net.Resolver // nil when dns is empty
 	transport *http.Transport
 	logf      func(string, ...any)
@@ -162,7 +163,7 @@ func Open(ctx context.Context, cfg *Config, opts Options) (*Tunnel, error) {
 		return nil, ErrNoAddress
 	}
 	logf := opts.logf()
-	t := &Tunnel{dns: cfg.DNS, logf: logf}
+	t := &Tunnel{dns: cfg.DNS, search: cfg.DNSSearch, logf: logf}
 	for _, p := range cfg.Addresses {
 		t.addrs = append(t.addrs, p.Addr().Unmap())
 	}

@@ -43,7 +43,7 @@ func pair(t testing.TB, noDNS bool) (server, client *tunnel.Tunnel) {
 	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "hello %s", r.Host)
 	}))
-	dns := fmt.Sprintf("DNS = %v\n", serverAddr)
+	dns := fmt.Sprintf("DNS = %v, test\n", serverAddr)
 	if noDNS {
 		dns = ""
 	}
@@ -89,6 +89,9 @@ func TestHTTPByNameLeavesNoGoroutine(t *testing.T) {
 		if got := get(t, hc, "http://web.test/"); got != "hello web.test" {
 			t.Fatalf("got %q", got)
 		}
+	}
+	if got := get(t, hc, "http://web/"); got != "hello web" {
+		t.Fatalf("by the search domain: got %q", got)
 	}
 	got, err := client.LookupHost(context.Background(), "web.test")
 	if err != nil || len(got) != 1 || got[0] != serverAddr.String() {
