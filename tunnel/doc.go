@@ -6,10 +6,11 @@
 //
 // Open a tunnel from a wg-quick(8) file (OpenFile), its text (OpenBytes),
 // or a Config built in code or by Parse. Address gives the tunnel's own
-// addresses, DNS the name servers inside it, MTU the stack's MTU; the
-// hooks and Table mean nothing without a TUN and are ignored. The zero
-// Options work; set Logf or Logger to see what the device reports. Close
-// ends every goroutine the tunnel started.
+// addresses, DNS the name servers inside it (and search domains for names
+// without a dot), MTU the stack's MTU; the hooks and Table mean nothing
+// without a TUN and are ignored. The zero Options work; set Logf or Logger
+// to see what the device reports. Close ends every goroutine the tunnel
+// started.
 //
 // # Using
 //
