@@ -1,0 +1,232 @@
+package tunnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// newResolver asks the configuration's name servers, through the tunnel.
+// The Go resolver still reads the host's /etc/hosts and resolv.conf
+// options (search domains, timeouts); only where it sends queries changes.
+func (t *Tunnel) newResolver() *net.Resolver {
+	if len(t.dns) == 0 {
+		return nil
+	}
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var first error
+		for _, s := range t.dns {
+			c, err := t.net.DialContext(ctx, network, netip.AddrPortFrom(s, 53).String())
+			if err == nil {
+				return c, nil
+			}
+			first = cmpErr(first, err)
+		}
+		return nil, first
+	}}
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// family is 4 or 6 for networks that name one, else 0; ok is false for
+// networks other than tcp and udp.
+func family(network string) (fam int, ok bool) {
+	switch network {
+	case "tcp", "udp":
+		return 0, true
+	case "tcp4", "udp4":
+		return 4, true
+	case "tcp6", "udp6":
+		return 6, true
+	}
+	return 0, false
+}
+
+// LookupNetIP looks host up with the configuration's DNS servers, through
+// the tunnel; network is "ip", "ip4" or "ip6". An IP address is returned
+// as it is. Without DNS servers it fails with ErrNoDNS. It is Go's own
+// resolver with only its transport changed, so the host's /etc/hosts
+// still answers first and resolv.conf's search domains and timeouts
+// still apply.
+func (t *Tunnel) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a.Unmap()}, nil
+	}
+	if t.resolver == nil {
+		return nil, fmt.Errorf("tunnel: lookup %s: %w", host, ErrNoDNS)
+	}
+	var first error
+	for _, name := range t.searchNames(host) {
+		got, err := t.resolver.LookupNetIP(ctx, network, name)
+		if err == nil {
+			for i := range got {
+				got[i] = got[i].Unmap()
+			}
+			return got, nil
+		}
+		first = cmpErr(first, err)
+	}
+	return nil, first
+}
+
+// searchNames is host as the configuration's search domains (DNS entries
+// that are not addresses) complete it, each made absolute, then host: a
+// name without a dot is tried in each domain first, as wg-quick's
+// resolv.conf would have it.
+func (t *Tunnel) searchNames(host string) []string {
+	if strings.Contains(host, ".") || len(t.search) == 0 {
+		return []string{host}
+	}
+	names := make([]string, 0, len(t.search)+1)
+	for _, d := range t.search {
+		names = append(names, host+"."+strings.TrimSuffix(d, ".")+".")
+	}
+	return append(names, host)
+}
+
+// LookupHost is LookupNetIP for both families, as strings.
+func (t *Tunnel) LookupHost(ctx context.Context, host string) ([]string, error) {
+	addrs, err := t.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = a.String()
+	}
+	return out, nil
+}
+
+// DialContext connects to address through the tunnel over network "tcp",
+// "tcp4", "tcp6", "udp", "udp4" or "udp6", as net.Dialer.DialContext
+// does. A host name is resolved with the configuration's DNS servers
+// inside the tunnel (ErrNoDNS when there are none), and its addresses of
+// the tunnel's IP families are tried in turn.
+func (t *Tunnel) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	fam, ok := family(network)
+	if !ok {
+		return nil, fmt.Errorf("tunnel: dial: unknown network %q", network)
+	}
+	host, portStr, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, fmt.Errorf("tunnel: dial %s: %w", network, err)
+	}
+	port, err := net.LookupPort(network, portStr)
+	if err != nil {
+		return nil, fmt.Errorf("tunnel: dial %s %s: %w", network, address, err)
+	}
+	if host == "" {
+		return nil, fmt.Errorf("tunnel: dial %s %s: no host", network, address)
+	}
+	ipnet := "ip"
+	if fam != 0 {
+		ipnet += strconv.Itoa(fam)
+	}
+	addrs, err := t.LookupNetIP(ctx, ipnet, host)
+	if err != nil {
+		return nil, err
+	}
+	var first error
+	for _, a := range addrs {
+		if !t.hasFamily(a) || (fam == 4 && !a.Is4()) || (fam == 6 && !a.Is6()) {
+			continue
+		}
+		c, err := t.net.DialContext(ctx, network, netip.AddrPortFrom(a, uint16(port)).String())
+		if err == nil {
+			return c, nil
+		}
+		first = cmpErr(first, err)
+	}
+	if first == nil {
+		first = fmt.Errorf("tunnel: dial %s %s: no address of the tunnel's IP families among %v", network, address, addrs)
+	}
+	return nil, first
+}
+
+// hasFamily reports whether the tunnel has an address of a's family.
+func (t *Tunnel) hasFamily(a netip.Addr) bool {
+	for _, own := range t.addrs {
+		if own.Is4() == a.Is4() {
+			return true
+		}
+	}
+	return false
+}
+
+// listenAddr is address for Listen and ListenPacket: the host must be
+// empty or an IP address (names are not resolved). An empty host is the
+// unspecified address of the network's family, or for "tcp" and "udp" of
+// IPv4 when the tunnel has an IPv4 address, else of IPv6.
+func (t *Tunnel) listenAddr(network, address string) (netip.AddrPort, error) {
+	fam, _ := family(network)
+	host, portStr, err := net.SplitHostPort(address)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("port %q: want a number", portStr)
+	}
+	if host != "" {
+		a, err := netip.ParseAddr(host)
+		if err != nil {
+			return netip.AddrPort{}, errors.New("want an IP address, not a name")
+		}
+		a = a.Unmap()
+		if (fam == 4 && !a.Is4()) || (fam == 6 && !a.Is6()) {
+			return netip.AddrPort{}, fmt.Errorf("%v is of the other IP family", a)
+		}
+		return netip.AddrPortFrom(a, uint16(port)), nil
+	}
+	a := netip.IPv6Unspecified()
+	if fam == 4 || (fam == 0 && t.hasFamily(netip.IPv4Unspecified())) {
+		a = netip.IPv4Unspecified()
+	}
+	return netip.AddrPortFrom(a, uint16(port)), nil
+}
+
+// Listen listens for TCP connections inside the tunnel; network is "tcp",
+// "tcp4" or "tcp6", and address "ip:port" or ":port". Names are not
+// resolved. ":port" listens on all the tunnel's addresses of one family:
+// the network's, or for "tcp" IPv4 if the tunnel has an IPv4 address; a
+// dual-stack server listens twice, with "tcp4" and "tcp6".
+func (t *Tunnel) Listen(network, address string) (net.Listener, error) {
+	if network != "tcp" && network != "tcp4" && network != "tcp6" {
+		return nil, fmt.Errorf("tunnel: listen: unknown network %q", network)
+	}
+	ap, err := t.listenAddr(network, address)
+	if err != nil {
+		return nil, fmt.Errorf("tunnel: listen %s %s: %w", network, address, err)
+	}
+	return t.net.ListenTCPAddrPort(ap)
+}
+
+// ListenPacket opens a UDP socket inside the tunnel; network is "udp",
+// "udp4" or "udp6", and address as for Listen.
+func (t *Tunnel) ListenPacket(network, address string) (net.PacketConn, error) {
+	if network != "udp" && network != "udp4" && network != "udp6" {
+		return nil, fmt.Errorf("tunnel: listen: unknown network %q", network)
+	}
+	ap, err := t.listenAddr(network, address)
+	if err != nil {
+		return nil, fmt.Errorf("tunnel: listen %s %s: %w", network, address, err)
+	}
+	return t.net.ListenUDPAddrPort(ap)
+}
+
+// HTTPClient returns a client whose connections go through the tunnel,
+// with host names resolved inside it. Clients share one transport, whose
+// idle connections Close ends; no proxy from the environment applies.
+func (t *Tunnel) HTTPClient() *http.Client {
+	return &http.Client{Transport: t.transport}
+}

@@ -1,0 +1,71 @@
+// Package tunnel puts a WireGuard tunnel inside a Go program, without root:
+// the program dials, listens and resolves names through the tunnel, which
+// runs on a userspace TCP/IP stack and one UDP socket.
+//
+// # Opening
+//
+// Open a tunnel from a wg-quick(8) file (OpenFile), its text (OpenBytes),
+// or a Config built in code or by Parse. Address gives the tunnel's own
+// addresses, DNS the name servers inside it (and search domains for names
+// without a dot), MTU the stack's MTU; the hooks and Table mean nothing
+// without a TUN and are ignored. The zero Options work; set Logf or Logger
+// to see what the device reports. Close ends every goroutine the tunnel
+// started.
+//
+// # Using
+//
+// DialContext has the signature of net.Dialer.DialContext, so it plugs
+// into anything that takes a dial function; host names are resolved with
+// the configuration's DNS servers through the tunnel (ErrNoDNS when it
+// names none). HTTPClient returns an *http.Client built on it. Listen and
+// ListenPacket accept connections and datagrams on the tunnel's addresses;
+// LookupNetIP and LookupHost resolve names; Ping sends ICMP echo requests.
+//
+// WireGuard starts a handshake only when there is something to send;
+// WaitHandshake starts one and waits for it, so a program can tell "the
+// peer answers" from "a dial is slow". Status reports each peer's
+// endpoint, last handshake and traffic.
+//
+// Endpoints given as host names are resolved at start and, when
+// handshakes to them fail, again, as the daemon does (Options.NoFollow
+// turns that off).
+//
+// # A complete program
+//
+// GET a page by name through a tunnel:
+//
+//	package main
+//
+//	import (
+//		"context"
+//		"io"
+//		"os"
+//
+//		"github.com/fips-go/fips-go/tunnel"
+//	)
+//
+//	func main() {
+//		ctx := context.Background()
+//		t, err := tunnel.OpenFile(ctx, "wg0.conf", tunnel.Options{})
+//		if err != nil {
+//			panic(err)
+//		}
+//		defer t.Close()
+//		if err := t.WaitHandshake(ctx); err != nil {
+//			panic(err)
+//		}
+//		resp, err := t.HTTPClient().Get("http://web.internal/")
+//		if err != nil {
+//			panic(err)
+//		}
+//		defer resp.Body.Close()
+//		io.Copy(os.Stdout, resp.Body)
+//	}
+//
+// # Programs that own a TUN
+//
+// A program that has a TUN device (and the privileges it takes) uses
+// package device instead: device.New with a tun.Device and a conn.Bind,
+// configured with its Apply method. This package is that plus a userspace
+// TCP/IP stack in place of the TUN.
+package tunnel

@@ -1,0 +1,260 @@
+package tunnel
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/dnsfollow"
+	"github.com/fips-go/fips-go/ipc"
+	"github.com/fips-go/fips-go/tun/netstack"
+)
+
+// Config is a parsed wg-quick(8) file: the device's configuration plus the
+// [Interface] keys Address, DNS and MTU. It is the type
+// ipc.ParseQuickConfigFile returns, so a program may build one in code.
+type Config = ipc.QuickConfig
+
+// Errors callers may branch on (with errors.Is).
+var (
+	// ErrNoDNS: a host name was given, but the configuration names no DNS
+	// server to resolve it with inside the tunnel.
+	ErrNoDNS = errors.New("tunnel: no DNS server configured (add DNS = <address> to [Interface])")
+	// ErrNoAddress: the configuration gives the tunnel no address.
+	ErrNoAddress = errors.New("tunnel: no Address in [Interface]")
+	// ErrNoPeers: WaitHandshake was called on a tunnel without peers.
+	ErrNoPeers = errors.New("tunnel: no peers configured")
+)
+
+// Options tune a tunnel. The zero value works.
+type Options struct {
+	// Logf receives operational messages, never one per packet; if nil,
+	// Logger receives them at level Info; if both are nil they are
+	// discarded. gVisor's own log lines go there too (see Open).
+	Logf   func(format string, args ...any)
+	Logger *slog.Logger
+	// Netstack tunes the userspace TCP/IP stack (buffers, congestion
+	// control, queue). Its Addresses and MTU come from the Config, and
+	// its Logf from the fields above.
+	Netstack netstack.Options
+	// Device and Bind are passed to device.New and conn.NewDefault; the
+	// zero values are the daemon's defaults.
+	Device device.Options
+	Bind   conn.Options
+	// NoFollow turns off following endpoints given as host names.
+	NoFollow bool
+	// ResolveEndpoint looks up endpoint host names, outside the tunnel,
+	// when parsing a file and when following them (nil: the system
+	// resolver, 10 s per lookup).
+	ResolveEndpoint func(ctx context.Context, host string) ([]netip.Addr, error)
+}
+
+func (o *Options) logf() func(string, ...any) {
+	switch {
+	case o.Logf != nil:
+		return o.Logf
+	case o.Logger != nil:
+		l := o.Logger
+		return func(format string, args ...any) { l.Info(fmt.Sprintf(format, args...)) }
+	}
+	return func(string, ...any) {}
+}
+
+func (o *Options) resolveEndpoint() func(ctx context.Context, host string) ([]netip.Addr, error) {
+	if o.ResolveEndpoint != nil {
+		return o.ResolveEndpoint
+	}
+	return func(ctx context.Context, host string) ([]netip.Addr, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	}
+}
+
+// Tunnel is a running WireGuard device on a userspace TCP/IP stack. Its
+// methods are safe for concurrent use.
+type Tunnel struct {
+	net       *netstack.Net
+	dev       *device.Device
+	addrs     []netip.Addr // the stack's own addresses
+	dns       []netip.Addr
+	search    []string      // the search domains of the configuration's DNS
+	resolver  *net.Resolver // nil when dns is empty
+	transport *http.Transport
+	logf      func(string, ...any)
+	pingSeq   atomic.Uint32
+
+	stopFollow context.CancelFunc
+	followDone chan struct{}
+	closeOnce  sync.Once
+}
+
+// Parse parses the text of a wg-quick(8) file, resolving endpoint host
+// names with the system resolver.
+func Parse(text []byte) (*Config, error) {
+	var o Options
+	return parse(context.Background(), text, "config", &o)
+}
+
+func parse(ctx context.Context, text []byte, name string, o *Options) (*Config, error) {
+	resolve := o.resolveEndpoint()
+	return ipc.ParseQuickConfigFile(bytes.NewReader(text), name, func(host string) ([]netip.Addr, error) {
+		return resolve(ctx, host)
+	})
+}
+
+// OpenFile opens a tunnel from a wg-quick(8) file.
+func OpenFile(ctx context.Context, path string, opts Options) (*Tunnel, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, ipc.MaxConfigFile+1))
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := parse(ctx, b, path, &opts)
+	if err != nil {
+		return nil, err
+	}
+	return Open(ctx, cfg, opts)
+}
+
+// OpenBytes opens a tunnel from the text of a wg-quick(8) file.
+func OpenBytes(ctx context.Context, text []byte, opts Options) (*Tunnel, error) {
+	cfg, err := parse(ctx, text, "config", &opts)
+	if err != nil {
+		return nil, err
+	}
+	return Open(ctx, cfg, opts)
+}
+
+// Open starts a tunnel from cfg: a userspace stack with cfg's addresses,
+// a device on it with cfg's keys and peers, and a UDP socket (on cfg's
+// ListenPort, or one the system picks). ctx bounds the start only; the
+// tunnel runs until Close. Wg-quick's hooks and Table mean nothing here
+// and are ignored.
+//
+// gVisor logs through one process-wide target; the first Open takes it
+// over, and from then on its lines go to the Logf or Logger of every open
+// tunnel (to none when no tunnel is open).
+func Open(ctx context.Context, cfg *Config, opts Options) (*Tunnel, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if cfg == nil || cfg.Config == nil {
+		return nil, errors.New("tunnel: no configuration")
+	}
+	if len(cfg.Addresses) == 0 {
+		return nil, ErrNoAddress
+	}
+	logf := opts.logf()
+	t := &Tunnel{dns: cfg.DNS, search: cfg.DNSSearch, logf: logf}
+	for _, p := range cfg.Addresses {
+		t.addrs = append(t.addrs, p.Addr().Unmap())
+	}
+	nopts := opts.Netstack
+	nopts.Addresses = t.addrs
+	nopts.MTU = cmp.Or(cfg.MTU, nopts.MTU)
+	nopts.Logf = logf
+	ns, err := netstack.New(nopts)
+	if err != nil {
+		return nil, err
+	}
+	dopts := opts.Device
+	if dopts.Logf == nil {
+		dopts.Logf = logf
+	}
+	if cfg.Config.ListenPort != nil && dopts.ListenPort == 0 {
+		dopts.ListenPort = *cfg.Config.ListenPort
+	}
+	dev, err := device.New(ns, conn.NewDefault(opts.Bind), dopts)
+	if err != nil {
+		ns.Close()
+		return nil, err
+	}
+	if err := dev.Apply(cfg.Config); err != nil {
+		dev.Close()
+		return nil, err
+	}
+	t.net, t.dev = ns, dev
+	t.resolver = t.newResolver()
+	t.transport = &http.Transport{
+		DialContext:           t.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	t.follow(cfg, &opts)
+	gvisorLogs.add(t, logf)
+	return t, nil
+}
+
+// follow keeps endpoints given as host names on their name's current
+// address, as the daemon does.
+func (t *Tunnel) follow(cfg *Config, o *Options) {
+	fctx, cancel := context.WithCancel(context.Background())
+	t.stopFollow, t.followDone = cancel, make(chan struct{})
+	if o.NoFollow || len(cfg.Names) == 0 {
+		close(t.followDone)
+		return
+	}
+	go func() {
+		defer close(t.followDone)
+		dnsfollow.Run(fctx, t.dev, dnsfollow.Static(cfg.Names), dnsfollow.Options{
+			Resolve: dnsfollow.Resolver(o.resolveEndpoint()), Logf: t.logf,
+		})
+	}()
+}
+
+// Close ends the tunnel: its connections are reset, its goroutines exit
+// and its socket closes. Closing twice is not an error.
+func (t *Tunnel) Close() error {
+	t.closeOnce.Do(func() {
+		gvisorLogs.remove(t)
+		t.stopFollow()
+		<-t.followDone
+		t.transport.CloseIdleConnections()
+		t.dev.Close()
+	})
+	return nil
+}
+
+// Done is closed when the tunnel stops, by Close or because its device
+// failed (then Err says why).
+func (t *Tunnel) Done() <-chan struct{} { return t.dev.Done() }
+
+// Err is why the tunnel stopped, once Done is closed.
+func (t *Tunnel) Err() error { return t.dev.Err() }
+
+// Addresses are the tunnel's own addresses.
+func (t *Tunnel) Addresses() []netip.Addr { return append([]netip.Addr(nil), t.addrs...) }
+
+// Status is a snapshot of the device: keys, listen port, and per peer its
+// endpoint, last handshake and traffic.
+func (t *Tunnel) Status() device.Status { return t.dev.Status() }
+
+// Apply changes the device's configuration at run time, atomically.
+func (t *Tunnel) Apply(cfg *device.Config) error { return t.dev.Apply(cfg) }
+
+// Ping sends one ICMP echo request to dst through the tunnel and waits
+// until ctx ends for the reply, returning the round-trip time.
+func (t *Tunnel) Ping(ctx context.Context, dst netip.Addr) (time.Duration, error) {
+	return t.net.Ping(ctx, dst, uint16(t.pingSeq.Add(1)), make([]byte, 56))
+}
