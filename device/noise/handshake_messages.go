@@ -21,8 +21,9 @@ func (h *Handshake) CreateInitiation(now time.Time, rand io.Reader, localIndex u
 	if err := h.local.usable(); err != nil {
 		return Initiation{}, err
 	}
-	if h.ssErr != nil {
-		return Initiation{}, h.ssErr
+	ss, err := h.ss()
+	if err != nil {
+		return Initiation{}, err
 	}
 	eph, epub, err := newEphemeral(rand)
 	if err != nil {
@@ -45,7 +46,7 @@ func (h *Handshake) CreateInitiation(now time.Time, rand io.Reader, localIndex u
 	}
 	hs = mixHash(&hs, msg.Static[:])
 
-	ck, key = kdf2(ck[:], h.staticStatic[:])
+	ck, key = kdf2(ck[:], ss[:])
 	ts := TAI64N(now)
 	_, err = sealZero(&key, msg.Timestamp[:0], ts[:], hs[:])
 	clear(key[:])
@@ -136,12 +137,13 @@ func (h *Handshake) AcceptInitiation(info *InitiationInfo, now time.Time) error 
 	if err := h.local.usable(); err != nil {
 		return err
 	}
-	if h.ssErr != nil {
-		return h.ssErr
+	ss, err := h.ss()
+	if err != nil {
+		return err
 	}
-	ck, key := kdf2(info.chainKey[:], h.staticStatic[:])
+	ck, key := kdf2(info.chainKey[:], ss[:])
 	var ts [TimestampSize]byte
-	_, err := openZero(&key, ts[:0], info.timestamp[:], info.hash[:])
+	_, err = openZero(&key, ts[:0], info.timestamp[:], info.hash[:])
 	clear(key[:])
 	if err != nil {
 		return err
