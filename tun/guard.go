@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	wgtun "golang.zx2c4.com/wireguard/tun"
 )
 
 // readErr maps what a TUN file's read returned to the Device contract: a
@@ -51,4 +53,12 @@ func recoverRead(n *int, err *error) {
 	if r := recover(); r != nil {
 		*n, *err = 0, fmt.Errorf("%w: %v", ErrReadPanicked, r)
 	}
+}
+
+// readWG reads through wireguard-go's TUN, whose Read splits offloaded
+// super-packets without checking that the segments fit the buffers, and so
+// panics if the MTU grew before the caller heard of it.
+func readWG(dev wgtun.Device, bufs [][]byte, sizes []int, offset int) (n int, err error) {
+	defer recoverRead(&n, &err)
+	return dev.Read(bufs, sizes, offset)
 }

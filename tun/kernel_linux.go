@@ -117,14 +117,6 @@ func (d *kernelDevice) Read(bufs [][]byte, sizes []int, offset int) (n int, err 
 	return n, readErr(d, err)
 }
 
-// readWG reads through wireguard-go's TUN, whose Read splits offloaded
-// super-packets without checking that the segments fit the buffers, and so
-// panics if the MTU grew before the caller heard of it.
-func readWG(dev wgtun.Device, bufs [][]byte, sizes []int, offset int) (n int, err error) {
-	defer recoverRead(&n, &err)
-	return dev.Read(bufs, sizes, offset)
-}
-
 // Write implements Device. On error no count of packets is known, so it
 // reports 0 along with the error.
 func (d *kernelDevice) Write(bufs [][]byte, offset int) (int, error) {

@@ -1,8 +1,6 @@
 package tun
 
 import (
-	"os"
-
 	wgtun "golang.zx2c4.com/wireguard/tun"
 )
 
@@ -52,14 +50,10 @@ func fromWG(e wgtun.Event) Event {
 }
 
 // Read implements Device.
-func (w *wgDevice) Read(bufs [][]byte, sizes []int, offset int) (n int, err error) {
-	defer recoverRead(&n, &err)
-	n, err = w.Device.Read(bufs, sizes, offset)
+func (w *wgDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
+	n, err := readWG(w.Device, bufs, sizes, offset)
 	return n, readErr(w, err)
 }
 
 // Events implements Device.
 func (w *wgDevice) Events() <-chan Event { return w.events }
-
-// File implements Device.
-func (w *wgDevice) File() *os.File { return w.Device.File() }
