@@ -39,12 +39,12 @@ trap 'cleanup; rm -rf "$work"' EXIT
 # /32 each from 10.0.0.0/8; CHANGED gives peer 0 a second allowed IP.
 conf() {
   python3 - "$@" <<'PY'
-import base64, os, random, sys
+import base64, random, sys
 n, path = int(sys.argv[1]), sys.argv[2]
 changed = len(sys.argv) > 3
-rnd = random.Random(1)  # the same keys for the changed copy
+rnd = random.Random(1)  # the same keys, ours included, for the changed copy
 with open(path, "w") as f:
-    f.write("[Interface]\nPrivateKey = %s\nListenPort = 51820\n" % base64.b64encode(os.urandom(32)).decode())
+    f.write("[Interface]\nPrivateKey = %s\nListenPort = 51820\n" % base64.b64encode(rnd.getrandbits(256).to_bytes(32, "little")).decode())
     for i in range(n):
         key = base64.b64encode(rnd.getrandbits(256).to_bytes(32, "little")).decode()
         ip = "10.%d.%d.%d/32" % ((i >> 16) & 255, (i >> 8) & 255, i & 255)
