@@ -89,10 +89,9 @@ func (o *Options) resolveEndpoint() func(ctx context.Context, host string) ([]ne
 type Tunnel struct {
 	net       *netstack.Net
 	dev       *device.Device
-	addrs     []netip.Addr // the stack's own addresses
-	dns       []netip.Addr
+	addrs     []netip.Addr  // the stack's own addresses
 	search    []string      // the search domains of the configuration's DNS
-	resolver  *net.Resolver // nil when dns is empty
+	resolver  *net.Resolver // nil when the configuration names no DNS server
 	transport *http.Transport
 	logf      func(string, ...any)
 	pingSeq   atomic.Uint32
@@ -163,7 +162,7 @@ func Open(ctx context.Context, cfg *Config, opts Options) (*Tunnel, error) {
 		return nil, ErrNoAddress
 	}
 	logf := opts.logf()
-	t := &Tunnel{dns: cfg.DNS, search: cfg.DNSSearch, logf: logf}
+	t := &Tunnel{search: cfg.DNSSearch, logf: logf}
 	for _, p := range cfg.Addresses {
 		t.addrs = append(t.addrs, p.Addr().Unmap())
 	}
@@ -192,7 +191,7 @@ func Open(ctx context.Context, cfg *Config, opts Options) (*Tunnel, error) {
 		return nil, err
 	}
 	t.net, t.dev = ns, dev
-	t.resolver = t.newResolver()
+	t.resolver = t.newResolver(cfg.DNS)
 	t.transport = &http.Transport{
 		DialContext:           t.DialContext,
 		ForceAttemptHTTP2:     true,
