@@ -105,12 +105,12 @@ type Tunnel struct {
 // names with the system resolver.
 func Parse(text []byte) (*Config, error) {
 	var o Options
-	return parse(context.Background(), text, "config", &o)
+	return parse(context.Background(), bytes.NewReader(text), "config", &o)
 }
 
-func parse(ctx context.Context, text []byte, name string, o *Options) (*Config, error) {
+func parse(ctx context.Context, r io.Reader, name string, o *Options) (*Config, error) {
 	resolve := o.resolveEndpoint()
-	return ipc.ParseQuickConfigFile(bytes.NewReader(text), name, func(host string) ([]netip.Addr, error) {
+	return ipc.ParseQuickConfigFile(r, name, func(host string) ([]netip.Addr, error) {
 		return resolve(ctx, host)
 	})
 }
@@ -122,11 +122,7 @@ func OpenFile(ctx context.Context, path string, opts Options) (*Tunnel, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, ipc.MaxConfigFile+1))
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := parse(ctx, b, path, &opts)
+	cfg, err := parse(ctx, f, path, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +131,7 @@ func OpenFile(ctx context.Context, path string, opts Options) (*Tunnel, error) {
 
 // OpenBytes opens a tunnel from the text of a wg-quick(8) file.
 func OpenBytes(ctx context.Context, text []byte, opts Options) (*Tunnel, error) {
-	cfg, err := parse(ctx, text, "config", &opts)
+	cfg, err := parse(ctx, bytes.NewReader(text), "config", &opts)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -229,5 +232,29 @@ func TestEndpointByName(t *testing.T) {
 	defer mu.Unlock()
 	if len(asked) == 0 || asked[0] != "server.invalid" {
 		t.Fatalf("resolver asked for %q", asked)
+	}
+}
+
+// OpenFile reads the file itself, and its parse errors name the file.
+func TestOpenFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "wg0.conf"), filepath.Join(dir, "bad.conf")
+	if err := os.WriteFile(good, serverConf(newKey(), newKey()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("[Interface]\nPrivateKey = nope\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tn, err := tunnel.OpenFile(ctx, good, tunnel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tn.Close()
+	if got := tn.Addresses(); len(got) != 1 || got[0] != serverAddr {
+		t.Fatalf("addresses %v, want [%v]", got, serverAddr)
+	}
+	if _, err := tunnel.OpenFile(ctx, bad, tunnel.Options{}); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("bad file: %v, want an error naming %s", err, bad)
 	}
 }
