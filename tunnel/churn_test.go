@@ -24,18 +24,7 @@ func TestDialsDoNotAccumulate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				io.Copy(c, c)
-				c.Close()
-			}()
-		}
-	}()
+	go echoTCP(ln)
 	ctx := context.Background()
 	dial := func() {
 		c, err := client.DialContext(ctx, "tcp", "web.test:9000")

@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,42 +15,49 @@ import (
 // newResolver asks the configuration's name servers, through the tunnel.
 // The Go resolver still reads the host's /etc/hosts and resolv.conf
 // options (search domains, timeouts); only where it sends queries changes.
-func (t *Tunnel) newResolver() *net.Resolver {
-	if len(t.dns) == 0 {
+func (t *Tunnel) newResolver(servers []netip.Addr) *net.Resolver {
+	if len(servers) == 0 {
 		return nil
 	}
 	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		var first error
-		for _, s := range t.dns {
-			c, err := t.net.DialContext(ctx, network, netip.AddrPortFrom(s, 53).String())
+		for _, s := range servers {
+			c, err := t.dial(ctx, network, netip.AddrPortFrom(s, 53))
 			if err == nil {
 				return c, nil
 			}
-			first = cmpErr(first, err)
+			first = cmp.Or(first, err)
 		}
 		return nil, first
 	}}
 }
 
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
+// dial connects to ap, whose family the caller has checked, without the
+// round trip through a string that netstack's DialContext would take.
+func (t *Tunnel) dial(ctx context.Context, network string, ap netip.AddrPort) (net.Conn, error) {
+	if strings.HasPrefix(network, "tcp") {
+		return t.net.DialTCPAddrPort(ctx, ap)
 	}
-	return err
+	return t.net.DialUDPAddrPort(netip.AddrPort{}, ap)
 }
 
-// family is 4 or 6 for networks that name one, else 0; ok is false for
-// networks other than tcp and udp.
-func family(network string) (fam int, ok bool) {
+// ipNetwork is the IP network ("ip", "ip4" or "ip6") of a "tcp" or "udp"
+// network, or "" for any other network.
+func ipNetwork(network string) string {
 	switch network {
 	case "tcp", "udp":
-		return 0, true
+		return "ip"
 	case "tcp4", "udp4":
-		return 4, true
+		return "ip4"
 	case "tcp6", "udp6":
-		return 6, true
+		return "ip6"
 	}
-	return 0, false
+	return ""
+}
+
+// fits reports whether a is of the family ipnet names.
+func fits(ipnet string, a netip.Addr) bool {
+	return ipnet == "ip" || (ipnet == "ip4") == a.Is4()
 }
 
 // LookupNetIP looks host up with the configuration's DNS servers, through
@@ -74,7 +82,7 @@ func (t *Tunnel) LookupNetIP(ctx context.Context, network, host string) ([]netip
 			}
 			return got, nil
 		}
-		first = cmpErr(first, err)
+		first = cmp.Or(first, err)
 	}
 	return nil, first
 }
@@ -113,8 +121,8 @@ func (t *Tunnel) LookupHost(ctx context.Context, host string) ([]string, error) 
 // inside the tunnel (ErrNoDNS when there are none), and its addresses of
 // the tunnel's IP families are tried in turn.
 func (t *Tunnel) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
-	fam, ok := family(network)
-	if !ok {
+	ipnet := ipNetwork(network)
+	if ipnet == "" {
 		return nil, fmt.Errorf("tunnel: dial: unknown network %q", network)
 	}
 	host, portStr, err := net.SplitHostPort(address)
@@ -128,24 +136,20 @@ func (t *Tunnel) DialContext(ctx context.Context, network, address string) (net.
 	if host == "" {
 		return nil, fmt.Errorf("tunnel: dial %s %s: no host", network, address)
 	}
-	ipnet := "ip"
-	if fam != 0 {
-		ipnet += strconv.Itoa(fam)
-	}
 	addrs, err := t.LookupNetIP(ctx, ipnet, host)
 	if err != nil {
 		return nil, err
 	}
 	var first error
 	for _, a := range addrs {
-		if !t.hasFamily(a) || (fam == 4 && !a.Is4()) || (fam == 6 && !a.Is6()) {
+		if !t.hasFamily(a) || !fits(ipnet, a) {
 			continue
 		}
-		c, err := t.net.DialContext(ctx, network, netip.AddrPortFrom(a, uint16(port)).String())
+		c, err := t.dial(ctx, network, netip.AddrPortFrom(a, uint16(port)))
 		if err == nil {
 			return c, nil
 		}
-		first = cmpErr(first, err)
+		first = cmp.Or(first, err)
 	}
 	if first == nil {
 		first = fmt.Errorf("tunnel: dial %s %s: no address of the tunnel's IP families among %v", network, address, addrs)
@@ -168,7 +172,7 @@ func (t *Tunnel) hasFamily(a netip.Addr) bool {
 // unspecified address of the network's family, or for "tcp" and "udp" of
 // IPv4 when the tunnel has an IPv4 address, else of IPv6.
 func (t *Tunnel) listenAddr(network, address string) (netip.AddrPort, error) {
-	fam, _ := family(network)
+	ipnet := ipNetwork(network)
 	host, portStr, err := net.SplitHostPort(address)
 	if err != nil {
 		return netip.AddrPort{}, err
@@ -183,13 +187,13 @@ func (t *Tunnel) listenAddr(network, address string) (netip.AddrPort, error) {
 			return netip.AddrPort{}, errors.New("want an IP address, not a name")
 		}
 		a = a.Unmap()
-		if (fam == 4 && !a.Is4()) || (fam == 6 && !a.Is6()) {
+		if !fits(ipnet, a) {
 			return netip.AddrPort{}, fmt.Errorf("%v is of the other IP family", a)
 		}
 		return netip.AddrPortFrom(a, uint16(port)), nil
 	}
 	a := netip.IPv6Unspecified()
-	if fam == 4 || (fam == 0 && t.hasFamily(netip.IPv4Unspecified())) {
+	if ipnet == "ip4" || (ipnet == "ip" && t.hasFamily(netip.IPv4Unspecified())) {
 		a = netip.IPv4Unspecified()
 	}
 	return netip.AddrPortFrom(a, uint16(port)), nil

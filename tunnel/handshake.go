@@ -44,11 +44,11 @@ func (t *Tunnel) WaitHandshake(ctx context.Context) error {
 			return nil
 		}
 		now := time.Now()
-		var due []noise.PublicKey
+		due := map[noise.PublicKey]bool{}
 		for _, k := range waiting {
 			if now.Sub(nudged[k]) >= nudgeEvery {
 				nudged[k] = now
-				due = append(due, k)
+				due[k] = true
 			}
 		}
 		if len(due) > 0 {
@@ -85,15 +85,11 @@ func pending(peers []device.PeerStats) (waiting []noise.PublicKey, done bool) {
 	return waiting, len(waiting) == 0
 }
 
-// nudge sends an empty datagram towards each of keys, so that the device
-// starts a handshake with it.
-func (t *Tunnel) nudge(keys []noise.PublicKey) {
-	want := map[noise.PublicKey]bool{}
-	for _, k := range keys {
-		want[k] = true
-	}
+// nudge sends an empty datagram towards each peer in due, so that the
+// device starts a handshake with it.
+func (t *Tunnel) nudge(due map[noise.PublicKey]bool) {
 	for _, p := range t.dev.Status().Peers {
-		if !want[p.PublicKey] {
+		if !due[p.PublicKey] {
 			continue
 		}
 		dst, ok := t.routedBy(p.AllowedIPs)

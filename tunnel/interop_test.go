@@ -34,13 +34,7 @@ func TestInteropWireguardGo(t *testing.T) {
 		}
 		defer pc.Close()
 		go echoUDP(pc)
-		client, err := tunnel.OpenBytes(ctx, []byte(fmt.Sprintf(
-			"[Interface]\nPrivateKey = %s\nAddress = %v/24\n[Peer]\nPublicKey = %s\nAllowedIPs = 10.77.0.0/24\nEndpoint = 127.0.0.1:%d\n",
-			ck.private, clientAddr, sk.public, port)), tunnel.Options{Logf: t.Logf})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer client.Close()
+		client := open(t, clientConf(ck, sk, "", fmt.Sprint("127.0.0.1:", port)), tunnel.Options{Logf: t.Logf})
 		if err := client.WaitHandshake(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -51,13 +45,7 @@ func TestInteropWireguardGo(t *testing.T) {
 	})
 	t.Run("wireguard-go dials fips-go", func(t *testing.T) {
 		sk, ck := newKey(), newKey()
-		server, err := tunnel.OpenBytes(ctx, []byte(fmt.Sprintf(
-			"[Interface]\nPrivateKey = %s\nAddress = %v/24\n[Peer]\nPublicKey = %s\nAllowedIPs = %v/32\n",
-			sk.private, serverAddr, ck.public, clientAddr)), tunnel.Options{Logf: t.Logf})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer server.Close()
+		server := open(t, serverConf(sk, ck), tunnel.Options{Logf: t.Logf})
 		ln, err := server.Listen("tcp", ":7")
 		if err != nil {
 			t.Fatal(err)

@@ -89,10 +89,9 @@ func (o *Options) resolveEndpoint() func(ctx context.Context, host string) ([]ne
 type Tunnel struct {
 	net       *netstack.Net
 	dev       *device.Device
-	addrs     []netip.Addr // the stack's own addresses
-	dns       []netip.Addr
+	addrs     []netip.Addr  // the stack's own addresses
 	search    []string      // the search domains of the configuration's DNS
-	resolver  *net.Resolver // nil when dns is empty
+	resolver  *net.Resolver // nil when the configuration names no DNS server
 	transport *http.Transport
 	logf      func(string, ...any)
 	pingSeq   atomic.Uint32
@@ -106,12 +105,12 @@ type Tunnel struct {
 // names with the system resolver.
 func Parse(text []byte) (*Config, error) {
 	var o Options
-	return parse(context.Background(), text, "config", &o)
+	return parse(context.Background(), bytes.NewReader(text), "config", &o)
 }
 
-func parse(ctx context.Context, text []byte, name string, o *Options) (*Config, error) {
+func parse(ctx context.Context, r io.Reader, name string, o *Options) (*Config, error) {
 	resolve := o.resolveEndpoint()
-	return ipc.ParseQuickConfigFile(bytes.NewReader(text), name, func(host string) ([]netip.Addr, error) {
+	return ipc.ParseQuickConfigFile(r, name, func(host string) ([]netip.Addr, error) {
 		return resolve(ctx, host)
 	})
 }
@@ -123,11 +122,7 @@ func OpenFile(ctx context.Context, path string, opts Options) (*Tunnel, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, ipc.MaxConfigFile+1))
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := parse(ctx, b, path, &opts)
+	cfg, err := parse(ctx, f, path, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +131,7 @@ func OpenFile(ctx context.Context, path string, opts Options) (*Tunnel, error) {
 
 // OpenBytes opens a tunnel from the text of a wg-quick(8) file.
 func OpenBytes(ctx context.Context, text []byte, opts Options) (*Tunnel, error) {
-	cfg, err := parse(ctx, text, "config", &opts)
+	cfg, err := parse(ctx, bytes.NewReader(text), "config", &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +158,7 @@ func Open(ctx context.Context, cfg *Config, opts Options) (*Tunnel, error) {
 		return nil, ErrNoAddress
 	}
 	logf := opts.logf()
-	t := &Tunnel{dns: cfg.DNS, search: cfg.DNSSearch, logf: logf}
+	t := &Tunnel{search: cfg.DNSSearch, logf: logf}
 	for _, p := range cfg.Addresses {
 		t.addrs = append(t.addrs, p.Addr().Unmap())
 	}
@@ -192,7 +187,7 @@ func Open(ctx context.Context, cfg *Config, opts Options) (*Tunnel, error) {
 		return nil, err
 	}
 	t.net, t.dev = ns, dev
-	t.resolver = t.newResolver()
+	t.resolver = t.newResolver(cfg.DNS)
 	t.transport = &http.Transport{
 		DialContext:           t.DialContext,
 		ForceAttemptHTTP2:     true,

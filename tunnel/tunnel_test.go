@@ -8,6 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,15 +29,8 @@ var (
 // whose DNS is the server unless noDNS. Both close at the test's end.
 func pair(t testing.TB, noDNS bool) (server, client *tunnel.Tunnel) {
 	t.Helper()
-	ctx := context.Background()
 	sk, ck := newKey(), newKey()
-	server, err := tunnel.OpenBytes(ctx, []byte(fmt.Sprintf(
-		"[Interface]\nPrivateKey = %s\nAddress = %v/24\n[Peer]\nPublicKey = %s\nAllowedIPs = %v/32\n",
-		sk.private, serverAddr, ck.public, clientAddr)), tunnel.Options{Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Close() })
+	server = open(t, serverConf(sk, ck), tunnel.Options{Logf: t.Logf})
 	go serveName(server, "web.test.", serverAddr)
 	ln, err := server.Listen("tcp", ":80")
 	if err != nil {
@@ -47,22 +43,41 @@ func pair(t testing.TB, noDNS bool) (server, client *tunnel.Tunnel) {
 	if noDNS {
 		dns = ""
 	}
-	client, err = tunnel.OpenBytes(ctx, []byte(fmt.Sprintf(
-		"[Interface]\nPrivateKey = %s\nAddress = %v/24\n%s[Peer]\nPublicKey = %s\nAllowedIPs = 10.77.0.0/24\nEndpoint = 127.0.0.1:%d\n",
-		ck.private, clientAddr, dns, sk.public, server.Status().ListenPort)), tunnel.Options{Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	client = open(t, clientConf(ck, sk, dns, fmt.Sprint("127.0.0.1:", server.Status().ListenPort)), tunnel.Options{Logf: t.Logf})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := client.WaitHandshake(wctx); err != nil {
+	if err := client.WaitHandshake(ctx); err != nil {
 		t.Fatal("client:", err)
 	}
-	if err := server.WaitHandshake(wctx); err != nil {
+	if err := server.WaitHandshake(ctx); err != nil {
 		t.Fatal("server:", err)
 	}
 	return server, client
+}
+
+// serverConf is a tunnel at serverAddr whose one peer, ck, is at
+// clientAddr and has no endpoint.
+func serverConf(sk, ck keyPair) []byte {
+	return fmt.Appendf(nil, "[Interface]\nPrivateKey = %s\nAddress = %v/24\n[Peer]\nPublicKey = %s\nAllowedIPs = %v/32\n",
+		sk.private, serverAddr, ck.public, clientAddr)
+}
+
+// clientConf is a tunnel at clientAddr, with the lines iface added to
+// [Interface], whose one peer, sk at endpoint, routes serverAddr's /24.
+func clientConf(ck, sk keyPair, iface, endpoint string) []byte {
+	return fmt.Appendf(nil, "[Interface]\nPrivateKey = %s\nAddress = %v/24\n%s[Peer]\nPublicKey = %s\nAllowedIPs = 10.77.0.0/24\nEndpoint = %s\n",
+		ck.private, clientAddr, iface, sk.public, endpoint)
+}
+
+// open opens a tunnel from conf that closes at the test's end.
+func open(t testing.TB, conf []byte, o tunnel.Options) *tunnel.Tunnel {
+	t.Helper()
+	tn, err := tunnel.OpenBytes(context.Background(), conf, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tn.Close() })
+	return tn
 }
 
 func get(t *testing.T, c *http.Client, url string) string {
@@ -126,16 +141,7 @@ func TestUDPByName(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pc.Close()
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			pc.WriteTo(buf[:n], from)
-		}
-	}()
+	go echoUDP(pc)
 	c, err := client.DialContext(context.Background(), "udp", "web.test:7")
 	if err != nil {
 		t.Fatal(err)
@@ -206,18 +212,10 @@ func TestEndpointByName(t *testing.T) {
 	leakcheck.Check(t)
 	ctx := context.Background()
 	sk, ck := newKey(), newKey()
-	server, err := tunnel.OpenBytes(ctx, []byte(fmt.Sprintf(
-		"[Interface]\nPrivateKey = %s\nAddress = %v/24\n[Peer]\nPublicKey = %s\nAllowedIPs = %v/32\n",
-		sk.private, serverAddr, ck.public, clientAddr)), tunnel.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Close() })
+	server := open(t, serverConf(sk, ck), tunnel.Options{})
 	var mu sync.Mutex // guards asked: the follower may resolve too
 	var asked []string
-	client, err := tunnel.OpenBytes(ctx, []byte(fmt.Sprintf(
-		"[Interface]\nPrivateKey = %s\nAddress = %v/24\n[Peer]\nPublicKey = %s\nAllowedIPs = %v/32\nEndpoint = server.invalid:%d\n",
-		ck.private, clientAddr, sk.public, serverAddr, server.Status().ListenPort)), tunnel.Options{
+	client := open(t, clientConf(ck, sk, "", fmt.Sprint("server.invalid:", server.Status().ListenPort)), tunnel.Options{
 		ResolveEndpoint: func(_ context.Context, host string) ([]netip.Addr, error) {
 			mu.Lock()
 			asked = append(asked, host)
@@ -225,10 +223,6 @@ func TestEndpointByName(t *testing.T) {
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	if err := client.WaitHandshake(wctx); err != nil {
@@ -238,5 +232,29 @@ func TestEndpointByName(t *testing.T) {
 	defer mu.Unlock()
 	if len(asked) == 0 || asked[0] != "server.invalid" {
 		t.Fatalf("resolver asked for %q", asked)
+	}
+}
+
+// OpenFile reads the file itself, and its parse errors name the file.
+func TestOpenFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "wg0.conf"), filepath.Join(dir, "bad.conf")
+	if err := os.WriteFile(good, serverConf(newKey(), newKey()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("[Interface]\nPrivateKey = nope\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tn, err := tunnel.OpenFile(ctx, good, tunnel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tn.Close()
+	if got := tn.Addresses(); len(got) != 1 || got[0] != serverAddr {
+		t.Fatalf("addresses %v, want [%v]", got, serverAddr)
+	}
+	if _, err := tunnel.OpenFile(ctx, bad, tunnel.Options{}); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("bad file: %v, want an error naming %s", err, bad)
 	}
 }
