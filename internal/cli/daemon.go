@@ -241,7 +241,7 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig, st sett
 	stopFollow := followNames(d, names, logf)
 	defer stopFollow()
 	go func() {
-		if err := l.Serve(namedDevice{d, names, &releaser{after: time.Second}}, ipc.ServeOptions{Logf: logf}); err != nil {
+		if err := l.Serve(namedDevice{d, names, new(releaser)}, ipc.ServeOptions{Logf: logf}); err != nil {
 			errf("UAPI: %v", err)
 		}
 	}()

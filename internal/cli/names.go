@@ -20,7 +20,7 @@ import (
 type namedDevice struct {
 	*device.Device
 	names *dnsfollow.Table
-	rel   *releaser // nil: leave memory to the runtime
+	rel   *releaser
 }
 
 var _ ipc.NamesHandler = namedDevice{}
@@ -60,17 +60,21 @@ const bigApply = 1000
 // of live heap) RSS stood at 253 MiB after setconf and grew by about 106
 // MiB with each of the next two dumps, and stayed there. A forced
 // collection costs tens of milliseconds at that size, nothing against the
-// request.
+// request. It waits releaseAfter because a status is garbage only once the
+// server has written it out, after Status returns.
 type releaser struct {
 	pending atomic.Bool
-	after   time.Duration // how long after the first request of a burst
 }
 
+// releaseAfter is how long after the first large request of a burst the
+// releaser runs.
+const releaseAfter = time.Second
+
 func (r *releaser) soon() {
-	if r == nil || !r.pending.CompareAndSwap(false, true) {
+	if !r.pending.CompareAndSwap(false, true) {
 		return
 	}
-	time.AfterFunc(r.after, func() {
+	time.AfterFunc(releaseAfter, func() {
 		r.pending.Store(false)
 		debug.FreeOSMemory()
 	})

@@ -282,7 +282,7 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 	stopFollow := followNames(tn.Device, names, o.logf)
 	defer stopFollow()
 	if o.socketDir != "" {
-		l, err := listenUAPI(o, namedDevice{tn.Device, names, &releaser{after: time.Second}})
+		l, err := listenUAPI(o, namedDevice{tn.Device, names, new(releaser)})
 		if err != nil {
 			return err
 		}
