@@ -88,15 +88,22 @@ func (n namedDevice) EndpointNames() map[noise.PublicKey]string {
 	return maps.Clone(n.names.Snapshot())
 }
 
-// followNames runs the follower for the names in t until stop is called.
-func followNames(d *device.Device, t *dnsfollow.Table, logf func(string, ...any)) (stop func()) {
+// followNames makes d's endpoints given as host names (initial, and
+// what set=fipsnames brings later) follow the name when handshakes fail,
+// until stop is called. Every mode with a device serves the returned
+// handler on its UAPI socket, so that `fips-go setconf` can change them.
+func followNames(d *device.Device, initial map[noise.PublicKey]string, logf func(string, ...any)) (h namedDevice, stop func(), err error) {
+	t := dnsfollow.NewTable()
+	if err := t.Set(initial, true); err != nil {
+		return namedDevice{}, nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		dnsfollow.Run(ctx, d, t.Snapshot, dnsfollow.Options{Logf: logf, Changed: t.Changed()})
 	}()
-	return func() { cancel(); <-done }
+	return namedDevice{d, t, new(releaser)}, func() { cancel(); <-done }, nil
 }
 
 // sendNames hands a config file's endpoint names to the daemon after its
