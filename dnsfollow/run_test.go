@@ -94,7 +94,10 @@ func TestNameMovesHandshakeFollows(t *testing.T) {
 }
 
 // A name that keeps pointing nowhere is looked up at most once per
-// MinInterval (1 s here), however often the handshake fails.
+// MinInterval (1 s here), however often the handshake fails (every 300 ms).
+// Only the upper bound is asserted: a loaded machine can make the follower
+// look fewer times, never more. When lookups are due again is
+// TestDueRateLimitAndCoalescing's, on a fake clock.
 func TestRateLimitHoldsOnADevice(t *testing.T) {
 	s := newSetup(t)
 	dns := &fakeDNS{addr: netip.MustParseAddr("192.0.2.99")}
@@ -104,8 +107,8 @@ func TestRateLimitHoldsOnADevice(t *testing.T) {
 	start := time.Now()
 	time.Sleep(3500 * time.Millisecond)
 	n := dns.calls.Load()
-	if max := int32(time.Since(start)/time.Second) + 1; n < 2 || n > max {
-		t.Errorf("%d lookups in %v, want between 2 and %d", n, time.Since(start).Round(time.Millisecond), max)
+	if max := int32(time.Since(start)/time.Second) + 1; n < 1 || n > max {
+		t.Errorf("%d lookups in %v, want between 1 and %d", n, time.Since(start).Round(time.Millisecond), max)
 	}
 }
 

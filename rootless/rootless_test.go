@@ -2,8 +2,10 @@ package rootless
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fips-go/fips-go/device"
@@ -30,17 +32,26 @@ func TestStartFailsWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	s, err := Start(context.Background(), ns, nil, Options{
-		Forwards: []Forward{{Local: "127.0.0.1:0", Remote: netip.MustParseAddrPort("10.0.0.1:80")}},
-		SOCKS5:   "256.0.0.1:1080",
-	})
+	// A fixed port, so that a forward left listening would make the second
+	// Start fail.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := ln.Addr().String()
+	ln.Close()
+	fwd := []Forward{{Local: local, Remote: netip.MustParseAddrPort("10.0.0.1:80")}}
+	s, err := Start(context.Background(), ns, nil, Options{Forwards: fwd, SOCKS5: "256.0.0.1:1080"})
 	if err == nil {
 		s.Close()
 		t.Fatal("an unusable SOCKS5 address was accepted")
 	}
-	s, err = Start(context.Background(), ns, nil, Options{Forwards: []Forward{{Local: "127.0.0.1:0", Remote: netip.MustParseAddrPort("10.0.0.1:80")}}})
+	if !strings.Contains(err.Error(), "SOCKS5") || !strings.Contains(err.Error(), "256.0.0.1:1080") {
+		t.Errorf("error %q does not name the SOCKS5 proxy's address", err)
+	}
+	s, err = Start(context.Background(), ns, nil, Options{Forwards: fwd})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the forward's port is still taken after the failed start: %v", err)
 	}
 	if len(s.Addrs()) != 1 {
 		t.Fatalf("addrs %v", s.Addrs())

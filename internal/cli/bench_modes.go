@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"net"
@@ -13,10 +12,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
-	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/internal/bench"
@@ -179,10 +176,6 @@ type nsBenchNode struct {
 }
 
 func startNSBenchNode(self string, name string, addr netip.Addr, mtu int, args []string, stdout io.Writer) (*nsBenchNode, error) {
-	key, err := noise.GeneratePrivateKey(rand.Reader)
-	if err != nil {
-		return nil, err
-	}
 	sess, err := userns.Start(userns.Options{Name: name, MTU: mtu, Addresses: []netip.Prefix{netip.PrefixFrom(addr, 24)},
 		Args: append([]string{self}, args...), Stdout: stdout})
 	if err != nil {
@@ -193,10 +186,7 @@ func startNSBenchNode(self string, name string, addr netip.Addr, mtu int, args [
 		sess.Abort()
 		return nil, err
 	}
-	dev, err := device.New(t, conn.NewDefault(conn.Options{}), device.Options{})
-	if err == nil {
-		err = dev.Apply(&device.Config{PrivateKey: &key})
-	}
+	dev, key, err := newBenchDevice(t)
 	if err != nil {
 		sess.Abort()
 		return nil, err
@@ -205,11 +195,7 @@ func startNSBenchNode(self string, name string, addr netip.Addr, mtu int, args [
 }
 
 func (n *nsBenchNode) peerWith(o *nsBenchNode) error {
-	ep := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), o.dev.Status().ListenPort)
-	return n.dev.Apply(&device.Config{Peers: []device.PeerConfig{{
-		PublicKey: o.key.PublicKey(), Endpoint: &ep,
-		AllowedIPs: []device.AllowedIPChange{{Prefix: netip.PrefixFrom(o.addr, 32)}},
-	}}})
+	return peerOverLoopback(n.dev, o.dev, o.key.PublicKey(), o.addr)
 }
 
 func (n *nsBenchNode) close() {
@@ -287,10 +273,5 @@ func runBenchUserns(ctx context.Context, cfg benchConfig) error {
 	if cfg.json {
 		return writeBenchJSON(cfg.out, cfg, res, 0)
 	}
-	tw := tabwriter.NewWriter(cfg.out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "metric\tvalue\n")
-	fmt.Fprintf(tw, "throughput\t%.2f Gbit/s\n", res.Gbps())
-	fmt.Fprintf(tw, "transferred\t%.1f MiB in %.1fs\n", float64(res.Bytes)/(1<<20), res.Elapsed.Seconds())
-	fmt.Fprintf(tw, "CPU per GB\t%.2f s (both devices here, plus sender and receiver)\n", res.CPUPerGB())
-	return tw.Flush()
+	return writeBenchTable(cfg.out, res, 0, "both devices here, plus sender and receiver")
 }

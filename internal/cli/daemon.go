@@ -13,7 +13,6 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
-	"github.com/fips-go/fips-go/dnsfollow"
 	"github.com/fips-go/fips-go/internal/chachapoly"
 	"github.com/fips-go/fips-go/internal/procs"
 	"github.com/fips-go/fips-go/ipc"
@@ -237,11 +236,15 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig, st sett
 		return err
 	}
 	defer stopMetrics()
-	names := dnsfollow.NewTable()
-	stopFollow := followNames(d, names, logf)
+	h, stopFollow, err := followNames(d, nil, logf)
+	if err != nil {
+		l.Close()
+		d.Close()
+		return err
+	}
 	defer stopFollow()
 	go func() {
-		if err := l.Serve(namedDevice{d, names, &releaser{after: time.Second}}, ipc.ServeOptions{Logf: logf}); err != nil {
+		if err := l.Serve(h, ipc.ServeOptions{Logf: logf}); err != nil {
 			errf("UAPI: %v", err)
 		}
 	}()

@@ -20,7 +20,7 @@ import (
 type namedDevice struct {
 	*device.Device
 	names *dnsfollow.Table
-	rel   *releaser // nil: leave memory to the runtime
+	rel   *releaser
 }
 
 var _ ipc.NamesHandler = namedDevice{}
@@ -60,17 +60,21 @@ const bigApply = 1000
 // of live heap) RSS stood at 253 MiB after setconf and grew by about 106
 // MiB with each of the next two dumps, and stayed there. A forced
 // collection costs tens of milliseconds at that size, nothing against the
-// request.
+// request. It waits releaseAfter because a status is garbage only once the
+// server has written it out, after Status returns.
 type releaser struct {
 	pending atomic.Bool
-	after   time.Duration // how long after the first request of a burst
 }
 
+// releaseAfter is how long after the first large request of a burst the
+// releaser runs.
+const releaseAfter = time.Second
+
 func (r *releaser) soon() {
-	if r == nil || !r.pending.CompareAndSwap(false, true) {
+	if !r.pending.CompareAndSwap(false, true) {
 		return
 	}
-	time.AfterFunc(r.after, func() {
+	time.AfterFunc(releaseAfter, func() {
 		r.pending.Store(false)
 		debug.FreeOSMemory()
 	})
@@ -84,15 +88,22 @@ func (n namedDevice) EndpointNames() map[noise.PublicKey]string {
 	return maps.Clone(n.names.Snapshot())
 }
 
-// followNames runs the follower for the names in t until stop is called.
-func followNames(d *device.Device, t *dnsfollow.Table, logf func(string, ...any)) (stop func()) {
+// followNames makes d's endpoints given as host names (initial, and
+// what set=fipsnames brings later) follow the name when handshakes fail,
+// until stop is called. Every mode with a device serves the returned
+// handler on its UAPI socket, so that `fips-go setconf` can change them.
+func followNames(d *device.Device, initial map[noise.PublicKey]string, logf func(string, ...any)) (h namedDevice, stop func(), err error) {
+	t := dnsfollow.NewTable()
+	if err := t.Set(initial, true); err != nil {
+		return namedDevice{}, nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		dnsfollow.Run(ctx, d, t.Snapshot, dnsfollow.Options{Logf: logf, Changed: t.Changed()})
 	}()
-	return func() { cancel(); <-done }
+	return namedDevice{d, t, new(releaser)}, func() { cancel(); <-done }, nil
 }
 
 // sendNames hands a config file's endpoint names to the daemon after its

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fips-go/fips-go/internal/dnstest"
 	"github.com/fips-go/fips-go/rootless"
 )
 
@@ -73,7 +74,7 @@ func TestUserspaceNetstackModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dns.Close()
-	go testDNSServer(dns, "echo.tunnel.", netip.MustParseAddr("10.0.0.1"))
+	go dnstest.Serve(dns, "echo.tunnel.", netip.MustParseAddr("10.0.0.1"))
 	techo, err := far.ns.ListenTCPAddrPort(netip.MustParseAddrPort("10.0.0.1:7"))
 	if err != nil {
 		t.Fatal(err)

@@ -50,8 +50,12 @@ func readSettings(getenv func(string) string) (settings, error) {
 		if err != nil || n < 0 {
 			return s, fmt.Errorf("%s=%q: want the most connected UDP sockets to keep, 0 for none", envConnectedSockets, v)
 		}
-		// conn's zero is its default and a negative cap turns them off.
-		s.maxConnected = connectedCap(n)
+		// The user's 0 means none; conn's zero is its default and a
+		// negative cap turns them off.
+		if n == 0 {
+			n = -1
+		}
+		s.maxConnected = n
 	}
 	for _, p := range []struct {
 		name string
@@ -67,15 +71,6 @@ func readSettings(getenv func(string) string) (settings, error) {
 		*p.dst = v
 	}
 	return s, nil
-}
-
-// connectedCap maps a user's count, where 0 means none, onto
-// conn.Options.MaxConnected, where 0 means the default and negative none.
-func connectedCap(n int) int {
-	if n == 0 {
-		return -1
-	}
-	return n
 }
 
 // envBool reads a switch: unset is false; anything strconv.ParseBool does

@@ -51,8 +51,18 @@ func runUserspaceCmd(o userspaceOptions, args []string) error {
 		return err
 	}
 	defer cmd.Close()
+	stopMetrics, err := startMetrics(o.metrics, o.name, cmd.Device, o.logf)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	h, stopFollow, err := followNames(cmd.Device, o.names, o.logf)
+	if err != nil {
+		return err
+	}
+	defer stopFollow()
 	if o.socketDir != "" {
-		l, err := listenUAPI(o, cmd.Device)
+		l, err := listenUAPI(o, h)
 		if err != nil {
 			return err
 		}

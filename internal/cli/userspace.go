@@ -14,7 +14,6 @@ import (
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/dnsfollow"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/proxy"
 	"github.com/fips-go/fips-go/rootless"
@@ -273,16 +272,13 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 		return err
 	}
 	defer stopMetrics()
-	// Endpoints given as host names follow the name when handshakes fail;
-	// `fips-go setconf` through the socket may change the names.
-	names := dnsfollow.NewTable()
-	if err := names.Set(o.names, true); err != nil {
+	h, stopFollow, err := followNames(tn.Device, o.names, o.logf)
+	if err != nil {
 		return err
 	}
-	stopFollow := followNames(tn.Device, names, o.logf)
 	defer stopFollow()
 	if o.socketDir != "" {
-		l, err := listenUAPI(o, namedDevice{tn.Device, names, &releaser{after: time.Second}})
+		l, err := listenUAPI(o, h)
 		if err != nil {
 			return err
 		}

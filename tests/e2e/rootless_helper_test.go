@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"time"
 
-	"golang.org/x/net/dns/dnsmessage"
+	"github.com/fips-go/fips-go/internal/dnstest"
 )
 
 // Helper modes of the rootless tests: "services" is the peer's side (HTTP
@@ -83,46 +83,9 @@ func services(s helperSpec, out *printer) (helperResult, error) {
 			uecho.WriteTo(b[:n], from)
 		}
 	}()
-	go serveDNS(dns, ip)
+	go dnstest.Serve(dns, rootlessName, ip)
 	out.line("ready")
 	select {}
-}
-
-// serveDNS answers A queries for rootlessName with ip, everything else with
-// NXDOMAIN.
-func serveDNS(pc net.PacketConn, ip netip.Addr) {
-	b := make([]byte, 1500)
-	for {
-		n, from, err := pc.ReadFrom(b)
-		if err != nil {
-			return
-		}
-		var p dnsmessage.Parser
-		h, err := p.Start(b[:n])
-		if err != nil {
-			continue
-		}
-		q, err := p.Question()
-		if err != nil {
-			continue
-		}
-		rh := dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RCode: dnsmessage.RCodeSuccess}
-		known := q.Name.String() == rootlessName
-		if !known {
-			rh.RCode = dnsmessage.RCodeNameError
-		}
-		bld := dnsmessage.NewBuilder(nil, rh)
-		bld.StartQuestions()
-		bld.Question(q)
-		bld.StartAnswers()
-		if known && q.Type == dnsmessage.TypeA {
-			bld.AResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 60}, dnsmessage.AResource{A: ip.As4()})
-		}
-		msg, err := bld.Finish()
-		if err == nil {
-			pc.WriteTo(msg, from)
-		}
-	}
 }
 
 // echoCheck sends s.Bytes through the TCP echo at s.Addr and one datagram

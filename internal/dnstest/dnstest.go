@@ -1,4 +1,6 @@
-package cli
+// Package dnstest is a DNS server for tests: one name with one IPv4
+// address, enough to check that a resolver's queries reach it.
+package dnstest
 
 import (
 	"net"
@@ -7,9 +9,9 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 )
 
-// testDNSServer answers A queries for name with a, everything else with
-// NXDOMAIN, until pc closes.
-func testDNSServer(pc net.PacketConn, name string, a netip.Addr) {
+// Serve answers A queries for name (fully qualified, "host.example.")
+// with a, everything else with NXDOMAIN, until pc closes.
+func Serve(pc net.PacketConn, name string, a netip.Addr) {
 	b := make([]byte, 1500)
 	for {
 		n, from, err := pc.ReadFrom(b)
