@@ -25,8 +25,7 @@ type Slots struct {
 type Slot struct {
 	s       *Slots
 	close   func()
-	since   uint64 // guarded by s.mu; s.tick when it became idle
-	idle    bool   // guarded by s.mu
+	since   uint64 // guarded by s.mu; s.tick when it became idle (it is idle while in s.idle)
 	evicted bool   // guarded by s.mu; its slot went to another connection
 	done    bool   // guarded by s.mu; released
 }
@@ -60,12 +59,12 @@ func (s *Slots) Acquire(closeFn func()) (*Slot, bool) {
 			return nil, false
 		}
 		delete(s.idle, victim)
-		victim.idle, victim.evicted = false, true
+		victim.evicted = true
 	} else {
 		s.held++
 	}
 	s.tick++
-	sl.idle, sl.since = true, s.tick
+	sl.since = s.tick
 	s.idle[sl] = struct{}{}
 	s.mu.Unlock()
 	if victim != nil {
@@ -82,7 +81,6 @@ func (sl *Slot) Busy() bool {
 	if sl.evicted || sl.done {
 		return false
 	}
-	sl.idle = false
 	delete(sl.s.idle, sl)
 	return true
 }
@@ -95,7 +93,7 @@ func (sl *Slot) Idle() {
 		return
 	}
 	sl.s.tick++
-	sl.idle, sl.since = true, sl.s.tick
+	sl.since = sl.s.tick
 	sl.s.idle[sl] = struct{}{}
 }
 
