@@ -1,9 +1,9 @@
-package proxy
+package connslots
 
 import "testing"
 
 func TestSlots(t *testing.T) {
-	s := NewSlots(2)
+	s := New(2)
 	closed := map[string]bool{}
 	acquire := func(name string) (*Slot, bool) {
 		return s.Acquire(func() { closed[name] = true })
