@@ -18,14 +18,4 @@ func ServeForTest(ln net.Listener, h *Handler, d time.Duration, logf func(string
 
 // WaitingForTest counts the connections waiting for a request: a client
 // may see its response before the server has marked its connection so.
-func (s *Server) WaitingForTest() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, st := range s.conns {
-		if st.phase == waiting {
-			n++
-		}
-	}
-	return n
-}
+func (s *Server) WaitingForTest() int { return s.slots.NumIdle() }

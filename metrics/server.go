@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fips-go/fips-go/internal/connslots"
 	"github.com/fips-go/fips-go/internal/http1"
 )
 
@@ -89,37 +90,15 @@ type Server struct {
 	h     *Handler
 	cfg   serverConfig
 	logf  func(format string, args ...any)
-	slots chan struct{}  // a token per open connection
-	idled chan struct{}  // a connection began waiting for a request; capacity 1
-	done  chan struct{}  // closed by Close
-	wg    sync.WaitGroup // the accept loop and every connection's goroutine
-	once  sync.Once      // Close's work
+	slots *connslots.Slots // a slot per open connection; idle while it waits for a request
+	done  chan struct{}    // closed by Close
+	wg    sync.WaitGroup   // the accept loop and every connection's goroutine
+	once  sync.Once        // Close's work
 
-	mu       sync.Mutex
-	closed   bool                   // guarded by mu
-	conns    map[*srvConn]connState // guarded by mu
-	evicting int                    // guarded by mu; closed for room, not yet gone
+	mu     sync.Mutex
+	closed bool              // guarded by mu
+	conns  map[*srvConn]bool // guarded by mu; true while answering a request
 }
-
-// connState is what a connection is doing, for Close and for the choice
-// of the one that makes room at the cap.
-type connState struct {
-	phase connPhase
-	// since orders the waiting connections, oldest first: when the last
-	// request began to be answered, or the accept. (Not when the answer
-	// ended: a client may send its next request on another connection
-	// before this one's goroutine records that.)
-	since   time.Time
-	evicted bool // closed to make room
-}
-
-type connPhase uint8
-
-const (
-	waiting   connPhase = iota // for the first byte of a request
-	reading                    // a request head
-	answering                  // a request
-)
 
 // Serve serves h on ln until Close. logf (nil discards) hears of a panic
 // while answering, which costs its connection, not the process.
@@ -136,10 +115,9 @@ func serve(ln net.Listener, h *Handler, cfg serverConfig, logf func(format strin
 		h:     h,
 		cfg:   cfg,
 		logf:  logf,
-		slots: make(chan struct{}, cfg.maxConns),
-		idled: make(chan struct{}, 1),
+		slots: connslots.New(cfg.maxConns),
 		done:  make(chan struct{}),
-		conns: map[*srvConn]connState{},
+		conns: map[*srvConn]bool{},
 	}
 	s.wg.Add(1)
 	go s.acceptLoop()
@@ -184,8 +162,8 @@ func (s *Server) closeConns(all bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	for c, st := range s.conns {
-		if all || st.phase != answering {
+	for c, busy := range s.conns {
+		if all || !busy {
 			c.nc.Close()
 		}
 	}
@@ -212,14 +190,15 @@ func (s *Server) acceptLoop() {
 			continue
 		}
 		backoff = 0
-		if !s.takeSlot() {
+		slot, ok := s.takeSlot(nc)
+		if !ok {
 			nc.Close()
 			return
 		}
-		c := &srvConn{nc: nc, accepted: time.Now()}
+		c := &srvConn{nc: nc, slot: slot, accepted: time.Now()}
 		if !s.track(c) {
 			nc.Close()
-			<-s.slots
+			slot.Release()
 			return
 		}
 		s.wg.Add(1)
@@ -227,51 +206,20 @@ func (s *Server) acceptLoop() {
 	}
 }
 
-// takeSlot takes a connection slot for a connection just accepted. At the
-// cap it closes the connection that has waited longest for a request and
-// takes its slot once that one is gone; with none waiting, it waits until
-// one is or a slot frees. False when Close began.
-func (s *Server) takeSlot() bool {
+// takeSlot takes a slot for nc, just accepted: at the cap the slot of
+// the connection idle longest, closing it; with every one answering or
+// reading a request, it waits until one is not. False when Close began.
+func (s *Server) takeSlot(nc net.Conn) (*connslots.Slot, bool) {
 	for {
-		select {
-		case s.slots <- struct{}{}:
-			return true
-		default:
+		if slot, ok := s.slots.Acquire(func() { nc.Close() }); ok {
+			return slot, true
 		}
-		s.evictOldestIdle()
 		select {
-		case s.slots <- struct{}{}:
-			return true
-		case <-s.idled:
+		case <-s.slots.Freed():
 		case <-s.done:
-			return false
+			return nil, false
 		}
 	}
-}
-
-// evictOldestIdle closes the connection that has waited longest for its
-// next request, unless one closed for room has not yet given its slot back.
-func (s *Server) evictOldestIdle() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || s.evicting > 0 {
-		return
-	}
-	var oldest *srvConn
-	var since time.Time
-	for c, st := range s.conns {
-		if st.phase == waiting && !st.evicted && (oldest == nil || st.since.Before(since)) {
-			oldest, since = c, st.since
-		}
-	}
-	if oldest == nil {
-		return
-	}
-	st := s.conns[oldest]
-	st.evicted = true
-	s.conns[oldest] = st
-	s.evicting++
-	oldest.nc.Close()
 }
 
 func (s *Server) track(c *srvConn) bool {
@@ -280,39 +228,18 @@ func (s *Server) track(c *srvConn) bool {
 	if s.closed {
 		return false
 	}
-	s.conns[c] = connState{phase: waiting, since: c.accepted}
+	s.conns[c] = false
 	return true
 }
 
-// untrack forgets c as its goroutine ends.
-func (s *Server) untrack(c *srvConn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.conns[c].evicted {
-		s.evicting--
-	}
-	delete(s.conns, c)
-}
-
-// setPhase records what c is doing; false once Close began.
-func (s *Server) setPhase(c *srvConn, p connPhase) bool {
+// setBusy marks c as answering a request or not; false once Close began.
+func (s *Server) setBusy(c *srvConn, busy bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false
 	}
-	st := s.conns[c]
-	st.phase = p
-	switch p {
-	case answering:
-		st.since = time.Now()
-	case waiting:
-		select { // wake an accept that waits for an idle connection
-		case s.idled <- struct{}{}:
-		default:
-		}
-	}
-	s.conns[c] = st
+	s.conns[c] = busy
 	return true
 }
 
@@ -329,15 +256,18 @@ func (s *Server) serveConn(c *srvConn) {
 		if r := recover(); r != nil {
 			s.logf("metrics: panic answering %v (a bug; its connection is closed): %v\n%s", c.nc.RemoteAddr(), r, debug.Stack())
 		}
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
 		c.nc.Close()
-		s.untrack(c)
-		<-s.slots
+		c.slot.Release()
 		s.wg.Done()
 	}()
 	c.br = bufio.NewReaderSize(c.nc, 4<<10)
 	idleBy := c.accepted.Add(s.cfg.readHeaderTimeout)
 	for first := true; ; first = false {
-		if err := c.awaitRequest(idleBy); err != nil || !s.setPhase(c, reading) {
+		// Closed to make room for another connection if Busy fails.
+		if err := c.awaitRequest(idleBy); err != nil || !c.slot.Busy() {
 			return
 		}
 		head, err := c.readHead(first, s.cfg.readHeaderTimeout, s.cfg.maxHead)
@@ -360,21 +290,24 @@ func (s *Server) serveConn(c *srvConn) {
 
 // answer serves one request; false when the connection is to close.
 func (s *Server) answer(c *srvConn, req *request) bool {
-	if !s.setPhase(c, answering) {
+	if !s.setBusy(c, true) {
 		return false
 	}
 	rep := s.h.serve(req)
 	rep.close = req.close || req.hasBody || s.isClosed()
 	err := c.write(rep.response, rep.body, s.cfg.writeTimeout)
 	rep.release()
-	// Done answering: Close may close it from here on.
-	if err != nil || !s.setPhase(c, reading) {
+	if err != nil || !s.setBusy(c, false) {
 		return false
 	}
 	if req.hasBody {
 		c.linger(s.cfg.linger) // the body is not read
 	}
-	return !rep.close && s.setPhase(c, waiting)
+	if rep.close {
+		return false
+	}
+	c.slot.Idle()
+	return true
 }
 
 // refuse answers a request that cannot be parsed, and closes.
@@ -389,6 +322,7 @@ func (s *Server) refuse(c *srvConn, err error) {
 // srvConn is one connection's state, owned by its goroutine.
 type srvConn struct {
 	nc       net.Conn
+	slot     *connslots.Slot
 	accepted time.Time
 	br       *bufio.Reader
 	hdr      [256]byte

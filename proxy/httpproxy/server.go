@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fips-go/fips-go/internal/connslots"
 	"github.com/fips-go/fips-go/internal/http1"
 	"github.com/fips-go/fips-go/proxy"
 )
@@ -46,7 +47,7 @@ type Options struct {
 // Server is an HTTP/1.1 proxy.
 type Server struct {
 	opts     Options
-	lim      *proxy.Slots
+	lim      *connslots.Slots
 	refusing *proxy.Limiter
 }
 
@@ -55,10 +56,13 @@ func New(o Options) *Server {
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = proxy.DefaultIdleTimeout
 	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = proxy.DefaultMaxConns
+	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	return &Server{opts: o, lim: proxy.NewSlots(o.MaxConns), refusing: proxy.NewLimiter(maxRefusing)}
+	return &Server{opts: o, lim: connslots.New(o.MaxConns), refusing: proxy.NewLimiter(maxRefusing)}
 }
 
 // Serve accepts connections on ln until ctx ends (then it returns nil) or
@@ -138,7 +142,7 @@ func newClientConn(c net.Conn) *clientConn {
 // one needs the connection closed, or a CONNECT takes it over. While it
 // waits for a request's first byte its slot is idle, and a new connection
 // at the cap may close it.
-func (s *Server) handle(ctx context.Context, c net.Conn, slot *proxy.Slot) {
+func (s *Server) handle(ctx context.Context, c net.Conn, slot *connslots.Slot) {
 	defer c.Close()
 	// net/http recovered a handler's panic too: a bug here costs this
 	// client its connection, not the process its tunnel.
@@ -175,7 +179,7 @@ func (s *Server) handle(ctx context.Context, c net.Conn, slot *proxy.Slot) {
 // arrive within DefaultHeaderTimeout of the accept; later ones may wait
 // IdleTimeout for their first byte and then DefaultHeaderTimeout. On an
 // error the client has been answered, if it could be.
-func (s *Server) readRequest(cc *clientConn, first bool, slot *proxy.Slot) (*request, error) {
+func (s *Server) readRequest(cc *clientConn, first bool, slot *connslots.Slot) (*request, error) {
 	cc.tc.idle = 0
 	wait := DefaultHeaderTimeout
 	if !first {

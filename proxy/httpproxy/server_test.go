@@ -116,16 +116,23 @@ func TestBadRequests(t *testing.T) {
 }
 
 func TestTooMany(t *testing.T) {
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	web := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		entered <- struct{}{}
+		<-release
+	}))
+	defer web.Close()
+	defer close(release)
 	px := startProxy(t, Options{MaxConns: 1})
 	c1, err := net.Dial("tcp", px)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c1.Close()
-	// c1 is busy: it has begun a request. (An idle one would be closed to
-	// make room; TestIdleKeepAliveDoesNotHoldSlots.)
-	io.WriteString(c1, "GET http://127.0.0.1:1/ HTTP/1.1\r\n")
-	time.Sleep(100 * time.Millisecond) // let the server take c1's slot
+	// c1 is busy: its request is being forwarded. (An idle one would be
+	// closed to make room; TestIdleKeepAliveDoesNotHoldSlots.)
+	fmt.Fprintf(c1, "GET %s/ HTTP/1.1\r\nHost: x\r\n\r\n", web.URL)
+	<-entered
 	c2, err := net.Dial("tcp", px)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fips-go/fips-go/internal/connslots"
 	"github.com/fips-go/fips-go/internal/sockowner"
 	"github.com/fips-go/fips-go/proxy"
 )
@@ -63,7 +64,7 @@ type Stats struct {
 // Server is a SOCKS5 server.
 type Server struct {
 	opts     Options
-	lim      *proxy.Slots
+	lim      *connslots.Slots
 	refusing *proxy.Limiter
 	owner    ownerFunc // who owns a local socket; sockowner.Owner, a fake in tests
 
@@ -78,10 +79,13 @@ func New(o Options) *Server {
 	if o.HandshakeTimeout <= 0 {
 		o.HandshakeTimeout = DefaultHandshakeTimeout
 	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = proxy.DefaultMaxConns
+	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	return &Server{opts: o, lim: proxy.NewSlots(o.MaxConns), refusing: proxy.NewLimiter(maxRefusing), owner: sockowner.Owner}
+	return &Server{opts: o, lim: connslots.New(o.MaxConns), refusing: proxy.NewLimiter(maxRefusing), owner: sockowner.Owner}
 }
 
 // Stats returns the counters.
@@ -185,7 +189,7 @@ func (s *Server) refuse(c net.Conn) {
 
 // handle serves a connection. Until the client's first byte its slot is
 // idle, and a new connection at the cap may close it.
-func (s *Server) handle(ctx context.Context, c net.Conn, slot *proxy.Slot) {
+func (s *Server) handle(ctx context.Context, c net.Conn, slot *connslots.Slot) {
 	defer c.Close()
 	// A bug here costs this client its connection, not the process its
 	// tunnel (the HTTP proxy and the metrics endpoint do the same).
@@ -197,7 +201,7 @@ func (s *Server) handle(ctx context.Context, c net.Conn, slot *proxy.Slot) {
 	// Shutting down ends handshakes too, so Serve's wait is short.
 	defer context.AfterFunc(ctx, func() { c.Close() })()
 	c.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
-	hc := proxy.BusyOnRead(c, slot)
+	hc := connslots.BusyOnRead(c, slot)
 	err := s.handshake(hc)
 	var req Request
 	if err == nil {

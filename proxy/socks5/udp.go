@@ -32,6 +32,11 @@ type association struct {
 	// datagram. Otherwise only the address checks apply.
 	owner      uint32
 	ownerKnown bool
+	// refused marks the source ports the owner check turned away, so a
+	// sender it refused costs one lookup (a netlink query, maybe a read
+	// of /proc/net/udp), not one per datagram; made on the first
+	// refusal, 8 KiB. Only relayFromClient's goroutine uses it.
+	refused *[1 << 16 / 64]uint64
 
 	mu     sync.Mutex        // guards tunnel and closed
 	tunnel [2]net.PacketConn // [0] IPv4, [1] IPv6; opened on first use
@@ -192,14 +197,34 @@ func (a *association) fromClient(from netip.AddrPort) verdict {
 	if a.want.Port() != 0 && from.Port() != a.want.Port() {
 		return foreign
 	}
-	if a.ownerKnown {
-		uid, err := a.s.owner(sockowner.UDP, from, a.relay)
-		if err != nil || uid != a.owner {
-			return wrongOwner
-		}
+	if a.ownerKnown && !a.ownedByClient(from) {
+		return wrongOwner
 	}
 	a.client = from
 	return accept
+}
+
+// ownedByClient reports whether from is a socket of the control
+// connection's owner, asking the system once per source port. A port
+// refused for a definite answer (another user's socket, or none) stays
+// refused for the association; one refused because the lookup failed is
+// asked again.
+func (a *association) ownedByClient(from netip.AddrPort) bool {
+	p := from.Port()
+	if a.refused != nil && a.refused[p/64]&(1<<(p%64)) != 0 {
+		return false
+	}
+	uid, err := a.s.owner(sockowner.UDP, from, a.relay)
+	if err == nil && uid == a.owner {
+		return true
+	}
+	if err == nil || errors.Is(err, sockowner.ErrNotFound) {
+		if a.refused == nil {
+			a.refused = new([1 << 16 / 64]uint64)
+		}
+		a.refused[p/64] |= 1 << (p % 64)
+	}
+	return false
 }
 
 // tunnelSocket returns the family's tunnel socket, opening it and its

@@ -2,6 +2,7 @@ package socks5
 
 import (
 	"errors"
+	"maps"
 	"net/netip"
 	"testing"
 
@@ -94,5 +95,34 @@ func TestControlOwner(t *testing.T) {
 	}
 	if _, ok := s.controlOwner(lap, rap); ok {
 		t.Error("an unsupported lookup gave an owner")
+	}
+}
+
+// TestUDPOwnerLookupOncePerPort: a sender the owner check refused costs
+// one lookup, however many datagrams it sends; the client's own socket
+// is still looked up, and after it is learned nothing is.
+func TestUDPOwnerLookupOncePerPort(t *testing.T) {
+	owners := fakeOwners{4000: 1000, 5000: 2000}
+	lookups := map[uint16]int{}
+	s := &Server{owner: func(p sockowner.Proto, self, peer netip.AddrPort) (uint32, error) {
+		lookups[self.Port()]++
+		return owners.owner(p, self, peer)
+	}}
+	a := &association{s: s, relay: netip.MustParseAddrPort("127.0.0.1:1080"), want: netip.MustParseAddrPort("127.0.0.1:0")}
+	a.owner, a.ownerKnown = 1000, true
+	for range 100 {
+		for _, from := range []string{"127.0.0.1:5000", "127.0.0.1:6000"} {
+			if v := a.fromClient(netip.MustParseAddrPort(from)); v != wrongOwner {
+				t.Fatalf("from %s: verdict %d, want wrongOwner", from, v)
+			}
+		}
+	}
+	for range 100 {
+		if v := a.fromClient(netip.MustParseAddrPort("127.0.0.1:4000")); v != accept {
+			t.Fatalf("the client's socket: verdict %d, want accept", v)
+		}
+	}
+	if want := (map[uint16]int{4000: 1, 5000: 1, 6000: 1}); !maps.Equal(lookups, want) {
+		t.Errorf("lookups per source port %v, want %v", lookups, want)
 	}
 }

@@ -1,9 +1,9 @@
-package proxy
+package connslots
 
 import "testing"
 
 func TestSlots(t *testing.T) {
-	s := NewSlots(2)
+	s := New(2)
 	closed := map[string]bool{}
 	acquire := func(name string) (*Slot, bool) {
 		return s.Acquire(func() { closed[name] = true })
@@ -44,5 +44,41 @@ func TestSlots(t *testing.T) {
 	d.Release() // twice is harmless
 	if s.held != 1 {
 		t.Errorf("%d slots held, want 1 (e's)", s.held)
+	}
+}
+
+// TestSlotsOrderAndFreed: "idle longest" counts from when a connection
+// last began to serve, not from when its goroutine marked it idle; Freed
+// tells a waiter when a refused Acquire may succeed.
+func TestSlotsOrderAndFreed(t *testing.T) {
+	s := New(2)
+	closed := map[string]bool{}
+	acquire := func(name string) (*Slot, bool) {
+		return s.Acquire(func() { closed[name] = true })
+	}
+	a, _ := acquire("a")
+	b, _ := acquire("b")
+	a.Busy()
+	b.Busy()
+	if _, ok := acquire("c"); ok {
+		t.Fatal("a third got in beside two busy connections")
+	}
+	select {
+	case <-s.Freed():
+		t.Fatal("Freed signalled with nothing freed")
+	default:
+	}
+	b.Idle()
+	a.Idle() // marked idle last, but began serving first
+	<-s.Freed()
+	if _, ok := acquire("c"); !ok || !closed["a"] || closed["b"] {
+		t.Fatalf("closed %v; want a, which began serving first", closed)
+	}
+	b.Busy()
+	a.Release()
+	b.Release()
+	<-s.Freed()
+	if _, ok := acquire("d"); !ok || len(closed) != 1 {
+		t.Fatalf("after a release: closed %v", closed)
 	}
 }

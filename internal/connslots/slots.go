@@ -1,19 +1,24 @@
-package proxy
+// Package connslots bounds the connections a server holds open at once
+// without letting idle ones keep a client out: at the cap a new
+// connection takes the slot of the connection idle longest. The SOCKS5
+// and HTTP proxies and the metrics endpoint share it.
+package connslots
 
 import (
 	"net"
 	"sync"
 )
 
-// Slots bounds the client connections a proxy serves at once. A
-// connection holds a slot from its accept to its end, but while it waits
-// for its client to begin (a SOCKS5 greeting, the next request on an HTTP
-// keep-alive connection) it is idle, and at the cap a new connection
-// closes the one idle longest and takes its slot: idle connections, which
-// anyone who reaches the listener can open, never keep out a client about
-// to send. Only when every slot is busy is a new connection refused.
+// Slots bounds the connections a server serves at once. A connection
+// holds a slot from its accept to its end, but while it waits for its
+// client to begin (a SOCKS5 greeting, the next request on a keep-alive
+// connection) it is idle, and at the cap a new connection closes the one
+// idle longest and takes its slot: idle connections, which anyone who
+// reaches the listener can open, never keep out a client about to send.
+// Only when every slot is busy is a new connection refused.
 type Slots struct {
-	n int
+	n     int
+	freed chan struct{} // capacity 1; see Freed
 
 	mu   sync.Mutex
 	held int                // guarded by mu
@@ -23,24 +28,43 @@ type Slots struct {
 
 // Slot is one connection's hold on a Slots.
 type Slot struct {
-	s       *Slots
-	close   func()
-	since   uint64 // guarded by s.mu; s.tick when it became idle
-	idle    bool   // guarded by s.mu
+	s     *Slots
+	close func()
+	// since is s.tick when the connection was accepted or last became
+	// busy: "idle longest" counts from when it last began to serve, not
+	// from when it went idle, since its client may begin on another
+	// connection before this one's goroutine has marked it idle.
+	since   uint64 // guarded by s.mu
 	evicted bool   // guarded by s.mu; its slot went to another connection
 	done    bool   // guarded by s.mu; released
 }
 
-// NewSlots allows n at once; n <= 0 means DefaultMaxConns.
-func NewSlots(n int) *Slots {
-	if n <= 0 {
-		n = DefaultMaxConns
-	}
-	return &Slots{n: n, idle: map[*Slot]struct{}{}}
+// New allows n at once (at least one).
+func New(n int) *Slots {
+	return &Slots{n: max(n, 1), freed: make(chan struct{}, 1), idle: map[*Slot]struct{}{}}
 }
 
 // Cap is the limit.
 func (s *Slots) Cap() int { return s.n }
+
+// Freed is signalled when a refused Acquire may now succeed: a slot was
+// released, or a connection became idle. A server that waits at the cap
+// instead of refusing waits on it between tries.
+func (s *Slots) Freed() <-chan struct{} { return s.freed }
+
+func (s *Slots) signal() {
+	select {
+	case s.freed <- struct{}{}:
+	default:
+	}
+}
+
+// NumIdle counts the idle connections.
+func (s *Slots) NumIdle() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.idle)
+}
 
 // Acquire takes a slot, idle, for a new connection that closeFn closes. At
 // the cap it closes the connection idle longest and hands its slot over;
@@ -60,12 +84,12 @@ func (s *Slots) Acquire(closeFn func()) (*Slot, bool) {
 			return nil, false
 		}
 		delete(s.idle, victim)
-		victim.idle, victim.evicted = false, true
+		victim.evicted = true
 	} else {
 		s.held++
 	}
 	s.tick++
-	sl.idle, sl.since = true, s.tick
+	sl.since = s.tick
 	s.idle[sl] = struct{}{}
 	s.mu.Unlock()
 	if victim != nil {
@@ -82,8 +106,9 @@ func (sl *Slot) Busy() bool {
 	if sl.evicted || sl.done {
 		return false
 	}
-	sl.idle = false
 	delete(sl.s.idle, sl)
+	sl.s.tick++
+	sl.since = sl.s.tick
 	return true
 }
 
@@ -94,9 +119,8 @@ func (sl *Slot) Idle() {
 	if sl.evicted || sl.done {
 		return
 	}
-	sl.s.tick++
-	sl.idle, sl.since = true, sl.s.tick
 	sl.s.idle[sl] = struct{}{}
+	sl.s.signal()
 }
 
 // Release gives the slot back as the connection ends; a connection closed
@@ -111,6 +135,7 @@ func (sl *Slot) Release() {
 	delete(sl.s.idle, sl)
 	if !sl.evicted {
 		sl.s.held--
+		sl.s.signal()
 	}
 }
 
