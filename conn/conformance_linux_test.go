@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/fips-go/fips-go/conn"
-	"github.com/fips-go/fips-go/conn/conntest"
+	"github.com/fips-go/fips-go/conn/internal/conntest"
 )
 
 // The Linux bind passes the suite with each offload combination and with a

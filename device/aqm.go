@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fips-go/fips-go/device/aqm"
+	"github.com/fips-go/fips-go/device/internal/aqm"
 )
 
 // peerAQM is a peer's queue management, one controller per direction

@@ -8,7 +8,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/fips-go/fips-go/device/aqm"
+	"github.com/fips-go/fips-go/device/internal/aqm"
 	"github.com/fips-go/fips-go/internal/hist"
 	"io"
 	"runtime"
@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/conn"
-	"github.com/fips-go/fips-go/device/allowedips"
+	"github.com/fips-go/fips-go/device/internal/allowedips"
+	"github.com/fips-go/fips-go/device/internal/ratelimit"
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/device/ratelimit"
 	"github.com/fips-go/fips-go/device/timers"
 	"github.com/fips-go/fips-go/tun"
 )

@@ -12,8 +12,8 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/conn/membind"
+	"github.com/fips-go/fips-go/device/internal/ratelimit"
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/device/ratelimit"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
 

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device/internal/replay"
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/device/replay"
 	"github.com/fips-go/fips-go/device/timers"
 )
 

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device/internal/ratelimit"
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/device/ratelimit"
 )
 
 // receiver reads datagram batches from one socket of the bind until the

@@ -9,8 +9,8 @@ import (
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/ipctest"
 	"github.com/fips-go/fips-go/ipc"
-	"github.com/fips-go/fips-go/ipc/ipctest"
 )
 
 func FuzzParseSet(f *testing.F) {

@@ -17,8 +17,8 @@ import (
 	"golang.zx2c4.com/wireguard/tun/tuntest"
 
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/internal/ipctest"
 	"github.com/fips-go/fips-go/ipc"
-	"github.com/fips-go/fips-go/ipc/ipctest"
 )
 
 // wireguardGoDiffers lists the bad requests wireguard-go (the reference

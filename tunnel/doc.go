@@ -68,4 +68,12 @@
 // package device instead: device.New with a tun.Device and a conn.Bind,
 // configured with its Apply method. This package is that plus a userspace
 // TCP/IP stack in place of the TUN.
+//
+// # What is public
+//
+// The supported API of module github.com/fips-go/fips-go is this package,
+// device, device/noise (keys), device/timers (the protocol's constants),
+// conn, conn/membind (an in-memory network for tests), tun, tun/memtun and
+// tun/netstack. It follows semantic import versioning from the first tag.
+// Everything else is under internal/ and cannot be imported.
 package tunnel

@@ -18,7 +18,7 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
-	"github.com/fips-go/fips-go/dnsfollow"
+	"github.com/fips-go/fips-go/internal/dnsfollow"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/tun/netstack"
 )

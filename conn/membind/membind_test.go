@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/fips-go/fips-go/conn"
-	"github.com/fips-go/fips-go/conn/conntest"
+	"github.com/fips-go/fips-go/conn/internal/conntest"
 	"github.com/fips-go/fips-go/conn/membind"
 )
 

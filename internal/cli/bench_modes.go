@@ -17,8 +17,8 @@ import (
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/internal/bench"
+	"github.com/fips-go/fips-go/internal/proxy/socks5"
 	"github.com/fips-go/fips-go/internal/userns"
-	"github.com/fips-go/fips-go/proxy/socks5"
 	"github.com/fips-go/fips-go/tun"
 	"github.com/urfave/cli/v3"
 )

@@ -14,9 +14,9 @@ import (
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/internal/chachapoly"
+	"github.com/fips-go/fips-go/internal/metrics"
 	"github.com/fips-go/fips-go/internal/procs"
 	"github.com/fips-go/fips-go/ipc"
-	"github.com/fips-go/fips-go/metrics"
 	"github.com/fips-go/fips-go/tun"
 	"github.com/urfave/cli/v3"
 )

@@ -6,7 +6,7 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/fips-go/fips-go/metrics"
+	"github.com/fips-go/fips-go/internal/metrics"
 	"github.com/urfave/cli/v3"
 )
 

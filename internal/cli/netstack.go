@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fips-go/fips-go/proxy"
-	"github.com/fips-go/fips-go/rootless"
+	"github.com/fips-go/fips-go/internal/proxy"
+	"github.com/fips-go/fips-go/internal/rootless"
 )
 
 // The flags of the netstack modes of `fips-go userspace`; the services

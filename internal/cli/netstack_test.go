@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/internal/dnstest"
-	"github.com/fips-go/fips-go/rootless"
+	"github.com/fips-go/fips-go/internal/rootless"
 )
 
 func TestParseForward(t *testing.T) {

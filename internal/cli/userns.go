@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/internal/rootless"
 	"github.com/fips-go/fips-go/ipc"
-	"github.com/fips-go/fips-go/rootless"
 )
 
 // `fips-go userspace -c FILE -- CMD`: CMD runs in a new user and network

@@ -14,9 +14,9 @@ import (
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/proxy"
+	"github.com/fips-go/fips-go/internal/rootless"
 	"github.com/fips-go/fips-go/ipc"
-	"github.com/fips-go/fips-go/proxy"
-	"github.com/fips-go/fips-go/rootless"
 	"github.com/fips-go/fips-go/tun/netstack"
 	"github.com/urfave/cli/v3"
 )

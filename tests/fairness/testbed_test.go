@@ -10,8 +10,8 @@ import (
 
 	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device"
-	"github.com/fips-go/fips-go/device/devicetest"
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/devicetest"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
 

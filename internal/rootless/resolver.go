@@ -6,7 +6,7 @@ import (
 	"net"
 	"net/netip"
 
-	"github.com/fips-go/fips-go/proxy"
+	"github.com/fips-go/fips-go/internal/proxy"
 	"github.com/fips-go/fips-go/tun/netstack"
 )
 

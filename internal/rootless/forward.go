@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/fips-go/fips-go/proxy"
+	"github.com/fips-go/fips-go/internal/proxy"
 	"github.com/fips-go/fips-go/tun/netstack"
 )
 

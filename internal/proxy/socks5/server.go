@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/internal/connslots"
+	"github.com/fips-go/fips-go/internal/proxy"
 	"github.com/fips-go/fips-go/internal/sockowner"
-	"github.com/fips-go/fips-go/proxy"
 )
 
 // DefaultHandshakeTimeout bounds the greeting, authentication and request.

@@ -12,7 +12,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/fips-go/fips-go/proxy"
+	"github.com/fips-go/fips-go/internal/proxy"
 )
 
 // ErrBadTarget is wrapped by the errors of requests that name no usable

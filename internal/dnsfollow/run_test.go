@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/device"
-	"github.com/fips-go/fips-go/device/devicetest"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/device/timers"
-	"github.com/fips-go/fips-go/dnsfollow"
+	"github.com/fips-go/fips-go/internal/devicetest"
+	"github.com/fips-go/fips-go/internal/dnsfollow"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
 

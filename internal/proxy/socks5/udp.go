@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fips-go/fips-go/internal/proxy"
 	"github.com/fips-go/fips-go/internal/sockowner"
-	"github.com/fips-go/fips-go/proxy"
 )
 
 // maxDatagram is the largest UDP payload relayed, and the size of each

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fips-go/fips-go/proxy/proxytest"
+	"github.com/fips-go/fips-go/internal/proxy/proxytest"
 )
 
 // startServer runs a server on loopback whose tunnel is the loopback

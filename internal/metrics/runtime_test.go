@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fips-go/fips-go/metrics"
+	"github.com/fips-go/fips-go/internal/metrics"
 )
 
 // TestRuntimeAndProcessSeries: the go_* and process_* series parse, with

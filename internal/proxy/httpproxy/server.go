@@ -14,7 +14,7 @@ import (
 
 	"github.com/fips-go/fips-go/internal/connslots"
 	"github.com/fips-go/fips-go/internal/http1"
-	"github.com/fips-go/fips-go/proxy"
+	"github.com/fips-go/fips-go/internal/proxy"
 )
 
 // Defaults for zero Options fields, and limits.

@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fips-go/fips-go/proxy"
-	"github.com/fips-go/fips-go/proxy/httpproxy"
-	"github.com/fips-go/fips-go/proxy/socks5"
+	"github.com/fips-go/fips-go/internal/proxy"
+	"github.com/fips-go/fips-go/internal/proxy/httpproxy"
+	"github.com/fips-go/fips-go/internal/proxy/socks5"
 	"github.com/fips-go/fips-go/tun/netstack"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/internal/leakcheck"
-	"github.com/fips-go/fips-go/metrics"
+	"github.com/fips-go/fips-go/internal/metrics"
 )
 
 // rawConn is a test's TCP connection to a server, read as HTTP/1.1.

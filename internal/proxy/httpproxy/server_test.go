@@ -20,7 +20,7 @@ import (
 
 	"github.com/fips-go/fips-go/internal/http1"
 
-	"github.com/fips-go/fips-go/proxy/proxytest"
+	"github.com/fips-go/fips-go/internal/proxy/proxytest"
 )
 
 // startProxy serves o on loopback, its tunnel the loopback itself unless

@@ -10,7 +10,7 @@ import (
 	"strconv"
 
 	"github.com/fips-go/fips-go/internal/http1"
-	"github.com/fips-go/fips-go/proxy"
+	"github.com/fips-go/fips-go/internal/proxy"
 )
 
 // Plain requests go one to an upstream connection, which we ask to close
