@@ -59,6 +59,8 @@ func TestFloodSmoke(t *testing.T) {
 // TestFloodBenchmark is the whole benchmark (FIPS_FLOOD=1): every
 // implementation as victim (and initiator), every scenario for
 // FIPS_FLOOD_SECS seconds of iperf3 (default 10), printed side by side.
+// FIPS_FLOOD_ATTACKERS attacker processes (default 1) share the flood,
+// and each row times FIPS_FLOOD_HANDSHAKES fresh handshakes (default 20).
 func TestFloodBenchmark(t *testing.T) {
 	if os.Getenv("FIPS_FLOOD") != "1" {
 		t.Skip("the flood benchmark runs with FIPS_FLOOD=1 (sudo bash scripts/bench-flood.sh)")
@@ -68,16 +70,18 @@ func TestFloodBenchmark(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("FIPS_FLOOD_SECS")); err == nil && v > 0 {
 		secs = v
 	}
+	attackers, handshakes := envCount(t, "FIPS_FLOOD_ATTACKERS", 1), envCount(t, "FIPS_FLOOD_HANDSHAKES", 20)
 	impls := buildImpls(t, true)
 	var all [][]measurement
 	for _, im := range impls {
 		var rows []measurement
 		t.Run(im.name, func(t *testing.T) {
 			b := newTestbed(t, im)
+			b.attackers, b.handshakes = attackers, handshakes
 			for _, sc := range scenarios(t) {
 				m := b.measure(sc, secs, time.Second)
-				t.Logf("%s / %s: %.2f Gbit/s %s, rtt %.2f ms, handshake %.2f s, cpu %.0f%%, peak RSS %d KiB, flood %.0f/s sent %.0f/s delivered, attacker %+v",
-					im.name, sc.name, m.gbps, m.iperfErr, m.rttMs, m.handshake, m.cpuPct, m.peakRSSKiB, m.sentPPS, m.deliveredPPS, m.attack)
+				t.Logf("%s / %s: %.2f Gbit/s %s, rtt %.2f ms, handshakes %.2f s, cpu %.0f%%, peak RSS %d KiB, flood %.0f/s sent %.0f/s delivered, attacker %+v",
+					im.name, sc.name, m.gbps, m.iperfErr, m.rttMs, m.handshakes, m.cpuPct, m.peakRSSKiB, m.sentPPS, m.deliveredPPS, m.attack)
 				if m.counters != "" {
 					t.Logf("%s / %s: victim's counters so far:\n%s", im.name, sc.name, m.counters)
 				}
@@ -91,6 +95,20 @@ func TestFloodBenchmark(t *testing.T) {
 		all = append(all, rows)
 	}
 	fmt.Println(table(impls, all))
+}
+
+// envCount is the positive integer in the environment variable name, or
+// def when it is unset; anything else fails the test.
+func envCount(t testing.TB, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		t.Fatalf("%s=%q: want a count from 1 to 1000", name, v)
+	}
+	return n
 }
 
 // scenarios are the benchmark's rows in order. FIPS_FLOOD_SCENARIOS, a
@@ -138,6 +156,15 @@ func table(impls []impl, rows [][]measurement) string {
 			}
 			if m.handshake >= 0 {
 				hs = fmt.Sprintf("%.2f s", m.handshake)
+			}
+			if len(m.handshakes) > 1 {
+				within := 0
+				for _, h := range m.handshakes {
+					if h >= 0 && h <= 2 {
+						within++
+					}
+				}
+				hs = fmt.Sprintf("%d/%d in 2 s, max %s", within, len(m.handshakes), hs)
 			}
 			if m.sc.flood {
 				flood = fmt.Sprintf("%.0fk / %.0fk/s", m.sentPPS/1e3, m.deliveredPPS/1e3)
