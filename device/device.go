@@ -238,6 +238,7 @@ type Device struct {
 	limitKnown   *ratelimit.Limiter  // priority slots without MAC2, per known address
 	strangers    *ratelimit.Bucket   // MAC2-proven initiations from unknown endpoints
 	strangerTime *ratelimit.Share    // the time those initiations' handling takes
+	knownTime    *ratelimit.Share    // the time known endpoints' initiations without MAC2 take
 	cookieBudget *ratelimit.Bucket   // what the anonymous queue may take under load
 	limitCookies *ratelimit.Limiter  // the same, per address
 	shedMu       sync.Mutex          // serializes changes of shedding and the bind's Shed
@@ -299,6 +300,7 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 	d.limitKnown = ratelimit.New(ratelimit.Options{})
 	d.strangers = ratelimit.NewBucket(opts.StrangerHandshakes, opts.StrangerHandshakes/10)
 	d.strangerTime = ratelimit.NewShare(opts.StrangerHandshakeTime, opts.StrangerHandshakeTime)
+	d.knownTime = ratelimit.NewShare(knownUnprovenTime, knownUnprovenTime)
 	d.cookieBudget = ratelimit.NewBucket(opts.CookieReplies, opts.CookieReplies/10)
 	d.limitCookies = ratelimit.New(ratelimit.Options{})
 	mtu, err := t.MTU()

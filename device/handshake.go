@@ -14,6 +14,9 @@ type hsMsg struct {
 	buf [noise.InitiationSize]byte
 	n   int
 	ep  conn.Endpoint
+	// known: an initiation triage queued for coming from where a
+	// configured peer is, without MAC2 (see handleHandshake).
+	known bool
 }
 
 // queueHandshake copies a handshake message to the handshake workers, or
@@ -32,12 +35,12 @@ func (d *Device) queueHandshake(msg []byte, ep conn.Endpoint) {
 		d.ctr.inc(cRxGarbage)
 		return
 	}
-	q, drop := d.triage(noise.PeekType(msg), msg, ep, d.now())
+	q, drop, known := d.triage(noise.PeekType(msg), msg, ep, d.now())
 	if q == nil {
 		d.ctr.inc(drop)
 		return
 	}
-	if !q.put(msg, ep) {
+	if !q.put(msg, ep, known) {
 		d.ctr.inc(cRxHandshakeQueueFull)
 	}
 }
@@ -69,7 +72,7 @@ func (d *Device) handshakeWorker() {
 				from = d.hsq
 			}
 		}
-		d.handleHandshake(m.buf[:m.n], m.ep, &out)
+		d.handleHandshake(m, &out)
 		from.free <- m
 		if len(d.hsqPrio.q)+len(d.hsq.q) == 0 {
 			d.flushReplies(&out)
@@ -111,7 +114,15 @@ func (d *Device) flushReplies(out *replies) {
 	out.n = 0
 }
 
-func (d *Device) handleHandshake(msg []byte, ep conn.Endpoint, out *replies) {
+// knownUnprovenTime is the share of each second (and the burst) that
+// answering initiations from configured peers' endpoints without MAC2 may
+// take under load; past it they get cookie replies like anyone else. A
+// spoofer of those addresses gets a few slots a second per address from
+// triage (limitKnown) and no more than this in all: 2% of one core.
+const knownUnprovenTime = 20 * time.Millisecond
+
+func (d *Device) handleHandshake(m *hsMsg, out *replies) {
+	msg, ep := m.buf[:m.n], m.ep
 	now := d.now()
 	typ := noise.PeekType(msg)
 	if typ == noise.TypeCookieReply {
@@ -123,26 +134,38 @@ func (d *Device) handleHandshake(msg []byte, ep conn.Endpoint, out *replies) {
 		d.ctr.inc(cRxHandshakeBadMAC)
 		return
 	}
-	stranger := false
+	stranger, unproven := false, false
 	if d.underLoad(now) {
-		if !checker.CheckMAC2(msg, ep.Dst, now) {
+		switch {
+		case checker.CheckMAC2(msg, ep.Dst, now):
+			if !d.limit.Allow(ep.Dst.Addr(), now) {
+				d.ctr.inc(cRxHandshakeRateLimited)
+				return
+			}
+			stranger = typ == noise.TypeInitiation && !d.known.has(ep.Dst)
+		case m.known && typ == noise.TypeInitiation && d.knownTime.Allow(now):
+			// From where a configured peer is: answered at once rather
+			// than after the cookie round trip, which a standard
+			// initiator completes only at its next attempt, Rekey-Timeout
+			// later. Bounded in time in all (knownUnprovenTime) and per
+			// address by triage.
+			unproven = true
+		default:
 			d.queueCookieReply(checker, msg, ep, now, out)
 			return
 		}
-		if !d.limit.Allow(ep.Dst.Addr(), now) {
-			d.ctr.inc(cRxHandshakeRateLimited)
-			return
-		}
-		stranger = typ == noise.TypeInitiation && !d.known.has(ep.Dst)
 	}
 	switch typ {
 	case noise.TypeInitiation:
 		d.ctr.inc(cHandshakeInitiationsReceived)
 		d.handleInitiation(msg, ep, now)
-		if stranger {
-			// Charged the wall time it took: on a CPU that a flood
-			// contends that is more than the CPU time, and fewer pass.
+		// Charged the wall time it took: on a CPU that a flood contends
+		// that is more than the CPU time, and fewer pass.
+		switch {
+		case stranger:
 			d.strangerTime.Charge(d.now().Sub(now))
+		case unproven:
+			d.knownTime.Charge(d.now().Sub(now))
 		}
 	case noise.TypeResponse:
 		d.ctr.inc(cHandshakeResponsesReceived)
