@@ -37,9 +37,12 @@ type helperSpec struct {
 	Duration time.Duration `json:"duration,omitempty"` // tcp-source with Bytes 0: send this long
 	Rate     int64         `json:"rate,omitempty"`     // bytes per second, 0: unlimited
 	Seed     uint64        `json:"seed"`
-	Count    int           `json:"count,omitempty"` // udp: datagrams
-	Size     int           `json:"size,omitempty"`  // udp: datagram length, >= 16
-	Timeout  time.Duration `json:"timeout"`         // the whole run
+	Count    int           `json:"count,omitempty"`     // udp: datagrams
+	Size     int           `json:"size,omitempty"`      // udp: datagram length, >= 16
+	Timeout  time.Duration `json:"timeout"`             // the whole run
+	Target   string        `json:"target,omitempty"`    // socks-udp-*: the IPv4:port the datagrams are for
+	Auth     string        `json:"auth,omitempty"`      // socks-udp-client: USER:PASS
+	NamePort bool          `json:"name_port,omitempty"` // socks-udp-client: name its port in UDP ASSOCIATE
 }
 
 type helperResult struct {
@@ -87,6 +90,10 @@ func helperMain(specJSON string) int {
 		res, err = services(s, out)
 	case "echo-check":
 		res, err = echoCheck(s, out)
+	case "socks-udp-client":
+		res, err = socksUDPClient(s, out)
+	case "socks-udp-attacker":
+		res, err = socksUDPAttacker(s, out)
 	default:
 		err = fmt.Errorf("unknown mode %q", s.Mode)
 	}
