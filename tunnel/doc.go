@@ -23,8 +23,11 @@
 //
 // WireGuard starts a handshake only when there is something to send;
 // WaitHandshake starts one and waits for it, so a program can tell "the
-// peer answers" from "a dial is slow". Status reports each peer's
-// endpoint, last handshake and traffic.
+// peer answers" from "a dial is slow". Options.OnEvent hears of every
+// completed handshake, expired session and changed endpoint as it
+// happens, without polling (a slow OnEvent loses the oldest events, never
+// holds up the tunnel). Status reports each peer's endpoint, last
+// handshake and traffic.
 //
 // Endpoints given as host names are resolved at start and, when
 // handshakes to them fail, again, as the daemon does (Options.NoFollow
