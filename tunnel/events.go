@@ -12,7 +12,7 @@ import (
 type Event struct {
 	device.PeerEvent
 	// Dropped is how many events just before this one were dropped
-	// because OnEvent had fallen eventQueue (64) events behind.
+	// because OnEvent had fallen 64 events behind.
 	Dropped int
 }
 
