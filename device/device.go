@@ -125,6 +125,12 @@ type Options struct {
 	// and must not block (the daemon passes the GOMAXPROCS controller's
 	// procs.Waker.Kick, one atomic load).
 	OnTraffic func()
+	// OnPeerEvent, if set, is told when a peer completes a handshake,
+	// its session expires or its endpoint changes (see PeerEvent). It is
+	// called on the device's goroutines, possibly several at once, with
+	// no lock held: it must not block (hand the event to a goroutine of
+	// your own, as package tunnel does).
+	OnPeerEvent func(PeerEvent)
 
 	// keyLog, when set (by tests only), sees every keypair as it is
 	// installed, so that a wire auditor can check what the device sends.

@@ -356,6 +356,7 @@ func (d *Device) handleResponse(msg []byte, ep conn.Endpoint, now time.Time) {
 	p.sendStagedSoonLocked(now)
 	p.mu.Unlock()
 	p.setEndpoint(ep)
+	p.emit(HandshakeCompleted, now)
 	if !haveStaged {
 		// The responder needs data under the new keys to confirm them.
 		p.sendKeepalive(now)

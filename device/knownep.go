@@ -50,18 +50,28 @@ func (k *knownEndpoints) move(old netip.AddrPort, hadOld bool, new netip.AddrPor
 // setEndpoint records where the peer is now, and tells the device's
 // known endpoints unless the peer is already removed.
 func (p *Peer) setEndpoint(ep conn.Endpoint) {
+	if p.moveEndpoint(ep) && p.d != nil {
+		p.emit(EndpointChanged, p.d.now())
+	}
+}
+
+// moveEndpoint is setEndpoint under epMu; it reports whether the address
+// changed to a valid one.
+func (p *Peer) moveEndpoint(ep conn.Endpoint) (changed bool) {
 	p.epMu.Lock()
 	defer p.epMu.Unlock()
 	oldEp, had := p.ep, p.epKnown
 	if p.hasEp && p.ep.Dst != ep.Dst {
 		p.epChanges.Add(1)
 	}
+	changed = ep.Dst.IsValid() && (!p.hasEp || p.ep.Dst != ep.Dst)
 	p.ep, p.hasEp = ep, true
 	p.epKnown = p.d != nil && !p.removed.Load() && ep.Dst.IsValid()
 	if p.d != nil {
 		p.d.known.move(oldEp.Dst, had, ep.Dst, p.epKnown)
 		p.d.socks.move(p.d, oldEp, had, ep, p.epKnown)
 	}
+	return changed
 }
 
 // forgetEndpoint takes a removed peer's endpoint out of the known ones;

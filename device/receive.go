@@ -216,7 +216,8 @@ func (p *Peer) authenticatedReceive(kp *keypair, ep conn.Endpoint, data bool, no
 	d := p.d
 	p.setEndpointIfChanged(ep)
 	p.mu.Lock()
-	if p.kps.Next == kp.Keypair {
+	confirmed := p.kps.Next == kp.Keypair
+	if confirmed {
 		// Key confirmation: the initiator used the session we answered.
 		if old := p.kps.Confirm(kp.Keypair); old != nil {
 			d.index.Delete(old.LocalIndex)
@@ -234,6 +235,9 @@ func (p *Peer) authenticatedReceive(kp *keypair, ep conn.Endpoint, data bool, no
 	p.rescheduleLocked()
 	rekey := d.tp.RekeyOnReceive(kp.Created, kp.Initiator, now) && p.kps.Current == kp.Keypair
 	p.mu.Unlock()
+	if confirmed {
+		p.emit(HandshakeCompleted, now)
+	}
 	if rekey {
 		p.initiate(now, false)
 	}

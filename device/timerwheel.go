@@ -116,6 +116,7 @@ func (p *Peer) runTimers(now time.Time) {
 	if act&timers.ZeroKeys != 0 {
 		d.ctr.inc(cKeysZeroed)
 		p.zeroKeys()
+		p.emit(SessionExpired, now)
 	}
 	if act&timers.SendInitiation != 0 {
 		p.initiate(now, true)

@@ -11,9 +11,6 @@ import (
 )
 
 const (
-	// handshakePoll is how often WaitHandshake looks at the device: a
-	// Stats call takes each lock briefly and copies a few words per peer.
-	handshakePoll = 25 * time.Millisecond
 	// nudgeEvery is how often WaitHandshake sends another datagram to a
 	// peer still without a handshake: the protocol's REKEY_TIMEOUT, after
 	// which the device would have retried by itself anyway.
@@ -29,12 +26,16 @@ const (
 // first peer to complete one. A handshake starts only when there is
 // something to send, so WaitHandshake sends an empty UDP datagram into the
 // tunnel, to the discard port of an address each waited-for peer routes,
-// every five seconds until it completes.
+// every five seconds until it completes. It wakes on the device's
+// handshake events, not by polling.
 func (t *Tunnel) WaitHandshake(ctx context.Context) error {
-	tick := time.NewTicker(handshakePoll)
-	defer tick.Stop()
 	nudged := map[noise.PublicKey]time.Time{}
+	timer := time.NewTimer(nudgeEvery)
+	defer timer.Stop()
 	for {
+		// Taken before the look at the device, so that a handshake
+		// completing in between still wakes the wait below.
+		completed := t.events.handshakeDone()
 		st := t.dev.Stats(math.MaxInt)
 		if st.Peers == 0 {
 			return ErrNoPeers
@@ -45,21 +46,25 @@ func (t *Tunnel) WaitHandshake(ctx context.Context) error {
 		}
 		now := time.Now()
 		due := map[noise.PublicKey]bool{}
+		wake := nudgeEvery
 		for _, k := range waiting {
 			if now.Sub(nudged[k]) >= nudgeEvery {
 				nudged[k] = now
 				due[k] = true
 			}
+			wake = min(wake, nudged[k].Add(nudgeEvery).Sub(now))
 		}
 		if len(due) > 0 {
 			t.nudge(due)
 		}
+		timer.Reset(wake)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.dev.Done():
 			return t.dev.Err()
-		case <-tick.C:
+		case <-completed:
+		case <-timer.C:
 		}
 	}
 }

@@ -54,6 +54,13 @@ type Options struct {
 	// zero values are the daemon's defaults.
 	Device device.Options
 	Bind   conn.Options
+	// OnEvent, if set, is told of peer events: handshakes completed,
+	// sessions expired, endpoints changed. Events are delivered in order,
+	// one call at a time, on a goroutine of the tunnel's; the device never
+	// waits for OnEvent: when it falls 64 events behind, the oldest are
+	// dropped and the next Event says how many (Dropped). OnEvent must not
+	// call Close; it is not called once Close has returned.
+	OnEvent func(Event)
 	// NoFollow turns off following endpoints given as host names.
 	NoFollow bool
 	// ResolveEndpoint looks up endpoint host names, outside the tunnel,
@@ -95,6 +102,7 @@ type Tunnel struct {
 	transport *http.Transport
 	logf      func(string, ...any)
 	pingSeq   atomic.Uint32
+	events    *events
 
 	stopFollow context.CancelFunc
 	followDone chan struct{}
@@ -170,20 +178,16 @@ func Open(ctx context.Context, cfg *Config, opts Options) (*Tunnel, error) {
 	if err != nil {
 		return nil, err
 	}
-	dopts := opts.Device
-	if dopts.Logf == nil {
-		dopts.Logf = logf
-	}
-	if cfg.Config.ListenPort != nil && dopts.ListenPort == 0 {
-		dopts.ListenPort = *cfg.Config.ListenPort
-	}
-	dev, err := device.New(ns, conn.NewDefault(opts.Bind), dopts)
+	t.events = newEvents(opts.OnEvent)
+	dev, err := device.New(ns, conn.NewDefault(opts.Bind), t.deviceOptions(cfg, &opts, logf))
 	if err != nil {
 		ns.Close()
+		t.events.close()
 		return nil, err
 	}
 	if err := dev.Apply(cfg.Config); err != nil {
 		dev.Close()
+		t.events.close()
 		return nil, err
 	}
 	t.net, t.dev = ns, dev
@@ -199,6 +203,27 @@ func Open(ctx context.Context, cfg *Config, opts Options) (*Tunnel, error) {
 	t.follow(cfg, &opts)
 	gvisorLogs.add(t, logf)
 	return t, nil
+}
+
+// deviceOptions are o.Device with the tunnel's logger, cfg's listen port
+// and the tunnel's event queue added.
+func (t *Tunnel) deviceOptions(cfg *Config, o *Options, logf func(string, ...any)) device.Options {
+	dopts := o.Device
+	if dopts.Logf == nil {
+		dopts.Logf = logf
+	}
+	if cfg.Config.ListenPort != nil && dopts.ListenPort == 0 {
+		dopts.ListenPort = *cfg.Config.ListenPort
+	}
+	if theirs := dopts.OnPeerEvent; theirs != nil {
+		dopts.OnPeerEvent = func(e device.PeerEvent) {
+			theirs(e)
+			t.events.push(e)
+		}
+	} else {
+		dopts.OnPeerEvent = t.events.push
+	}
+	return dopts
 }
 
 // follow keeps endpoints given as host names on their name's current
@@ -227,6 +252,7 @@ func (t *Tunnel) Close() error {
 		<-t.followDone
 		t.transport.CloseIdleConnections()
 		t.dev.Close()
+		t.events.close()
 	})
 	return nil
 }

@@ -12,9 +12,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/internal/leakcheck"
 	"github.com/fips-go/fips-go/tunnel"
 )
@@ -256,5 +258,62 @@ func TestOpenFile(t *testing.T) {
 	}
 	if _, err := tunnel.OpenFile(ctx, bad, tunnel.Options{}); err == nil || !strings.Contains(err.Error(), bad) {
 		t.Fatalf("bad file: %v, want an error naming %s", err, bad)
+	}
+}
+
+// OnEvent hears, in order, of each side's peer endpoint and handshake; it
+// is not called after Close, which leaves no goroutine behind.
+func TestOnEvent(t *testing.T) {
+	leakcheck.Check(t)
+	sk, ck := newKey(), newKey()
+	var closed atomic.Bool
+	var late atomic.Int32
+	recorder := func(ch chan tunnel.Event) func(tunnel.Event) {
+		return func(e tunnel.Event) {
+			if closed.Load() {
+				late.Add(1)
+			}
+			select {
+			case ch <- e:
+			default: // more handshakes than the test reads
+			}
+		}
+	}
+	serverEvents, clientEvents := make(chan tunnel.Event, 64), make(chan tunnel.Event, 64)
+	server := open(t, serverConf(sk, ck), tunnel.Options{Logf: t.Logf, OnEvent: recorder(serverEvents)})
+	endpoint := fmt.Sprint("127.0.0.1:", server.Status().ListenPort)
+	client := open(t, clientConf(ck, sk, "", endpoint), tunnel.Options{Logf: t.Logf, OnEvent: recorder(clientEvents)})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := client.WaitHandshake(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect := func(side string, ch chan tunnel.Event, peer string, kinds ...device.PeerEventKind) {
+		t.Helper()
+		for _, k := range kinds {
+			select {
+			case e := <-ch:
+				if e.Kind != k || e.Peer.String() != peer || e.Dropped != 0 {
+					t.Fatalf("%s: event %v for %v (%d dropped), want %v for %v", side, e.Kind, e.Peer, e.Dropped, k, peer)
+				}
+				if k == device.EndpointChanged && side == "client" && e.Endpoint.String() != endpoint {
+					t.Fatalf("client: endpoint event says %v, want %v", e.Endpoint, endpoint)
+				}
+			case <-ctx.Done():
+				t.Fatalf("%s: no %v event", side, k)
+			}
+		}
+	}
+	// The client learns of its peer's endpoint from its configuration and
+	// completes the handshake as initiator; the server learns the
+	// client's endpoint from the initiation and completes the handshake
+	// when the first packet under the new keys arrives.
+	expect("client", clientEvents, sk.public, device.EndpointChanged, device.HandshakeCompleted)
+	expect("server", serverEvents, ck.public, device.EndpointChanged, device.HandshakeCompleted)
+	client.Close()
+	server.Close()
+	closed.Store(true)
+	if n := late.Load(); n > 0 {
+		t.Fatalf("OnEvent called %d times after Close returned", n)
 	}
 }

@@ -1,6 +1,7 @@
 // Command consumer is the README's Go library example, built as a module
 // outside fips-go that imports only its public packages: if it needs
-// anything internal to build, the API is not done.
+// anything internal to build, the API is not done. Its test runs it
+// against a peer and checks that the README shows this very program.
 package main
 
 import (

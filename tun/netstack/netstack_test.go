@@ -17,6 +17,8 @@ import (
 	"github.com/fips-go/fips-go/internal/leakcheck"
 	"github.com/fips-go/fips-go/internal/packet"
 	"github.com/fips-go/fips-go/tun"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 )
 
 // verifier returns a pump check that fails the test on any packet that is
@@ -446,6 +448,7 @@ func TestOptionsValidation(t *testing.T) {
 		{TCPSendBuffer: 10},
 		{TCPReceiveBufferMax: -5},
 		{CongestionControl: "bbr"},
+		{TCPTimeWait: -time.Second},
 		{Addresses: []netip.Addr{{}}},
 		{Addresses: []netip.Addr{addrA4, addrA4}},
 		{Addresses: []netip.Addr{netip.IPv4Unspecified()}},
@@ -465,6 +468,10 @@ func TestOptionsValidation(t *testing.T) {
 	}
 	if name, _ := n.Name(); name != DefaultName {
 		t.Fatalf("Name = %q", name)
+	}
+	var tw tcpip.TCPTimeWaitTimeoutOption
+	if err := n.stack.TransportProtocolOption(tcp.ProtocolNumber, &tw); err != nil || time.Duration(tw) != DefaultTCPTimeWait {
+		t.Fatalf("TIME-WAIT %v (%v), want %v", time.Duration(tw), err, DefaultTCPTimeWait)
 	}
 }
 

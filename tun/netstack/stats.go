@@ -33,6 +33,10 @@ type Stats struct {
 	TCPSegmentsReceived uint64 // after GRO, so fewer than the packets written
 	TCPRetransmits      uint64
 	TCPSendErrors       uint64
+	// TCPConnections is the number of TCP connections now past the
+	// handshake and not yet closed, TIME-WAIT included: what closed
+	// connections still hold until it drains.
+	TCPConnections uint64
 }
 
 // Stats returns a snapshot of the counters.
@@ -57,5 +61,6 @@ func (n *Net) Stats() Stats {
 		TCPSegmentsReceived: tcp.ValidSegmentsReceived.Value(),
 		TCPRetransmits:      tcp.Retransmits.Value(),
 		TCPSendErrors:       tcp.SegmentSendErrors.Value(),
+		TCPConnections:      tcp.CurrentConnected.Value(),
 	}
 }
