@@ -85,7 +85,8 @@
 //
 // The supported API of module github.com/fips-go/fips-go is this package,
 // device, device/noise (keys), device/timers (the protocol's constants),
-// conn, conn/membind (an in-memory network for tests), tun, tun/memtun and
-// tun/netstack. It follows semantic import versioning from the first tag.
+// ipc (the UAPI protocol and the wg-quick file format: Config is its
+// QuickConfig), conn, conn/membind (an in-memory network for tests), tun,
+// tun/memtun and tun/netstack. It follows semantic import versioning from the first tag.
 // Everything else is under internal/ and cannot be imported.
 package tunnel
