@@ -26,7 +26,7 @@ type ShowOptions struct {
 	// (get=fipsnames); each is shown below the peer's endpoint.
 	EndpointNames map[noise.PublicKey]string
 	// Sandbox is the daemon's get=fipssandbox line, shown under the
-	// interface when not empty.
+	// interface when not empty (fips-go show sets it with Counters).
 	Sandbox string
 }
 

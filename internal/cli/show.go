@@ -62,7 +62,12 @@ func cmdShow(ctx context.Context, c *cli.Command) error {
 	for i, name := range names {
 		st, epNames, sandbox, err := getStatus(name, opts.Counters, field == "")
 		opts.EndpointNames = epNames
-		opts.Sandbox = sandbox
+		// With the counters, as fips-go's own: --counters=false prints
+		// what wg prints.
+		opts.Sandbox = ""
+		if opts.Counters {
+			opts.Sandbox = sandbox
+		}
 		if err != nil {
 			if !all {
 				return err
