@@ -15,7 +15,8 @@ import (
 // configured with wg, passes traffic with its sandbox on, and every one of
 // its threads shows NoNewPrivs 1, Seccomp 2 (filter) and an effective,
 // permitted and bounding capability set of exactly the named
-// capabilities; `fips-go show` says so. With FIPS_GO_SANDBOX=off none of
+// capabilities, which are enough to move to listen port 999 and set a
+// fwmark after start; `fips-go show` says so. With FIPS_GO_SANDBOX=off none of
 // it is set and show says off.
 func TestSandbox(t *testing.T) {
 	for _, tc := range []struct {
@@ -36,6 +37,19 @@ func TestSandbox(t *testing.T) {
 			}
 			if r := p.a.ns.ping(p.b.tun6, 5, 1000, false, "-i", "0.05"); r.received != 5 {
 				t.Fatalf("ping over IPv6: %d of 5 replies\n%s", r.received, r.out)
+			}
+			// What the capabilities kept are for: a listen port below 1024
+			// (CAP_NET_BIND_SERVICE) and a fwmark (CAP_NET_ADMIN), set
+			// after start; B follows A to its new port (roaming).
+			p.a.wg("set", p.a.iface, "listen-port", "999", "fwmark", "0x77")
+			if got := strings.TrimSpace(p.a.wg("show", p.a.iface, "listen-port")); got != "999" {
+				t.Fatalf("listen port %q after setting 999", got)
+			}
+			if got := strings.TrimSpace(p.a.wg("show", p.a.iface, "fwmark")); got != "0x77" {
+				t.Fatalf("fwmark %q after setting 0x77", got)
+			}
+			if r := p.a.ns.ping(p.b.tun4, 5, 1000, false, "-i", "0.05"); r.received != 5 {
+				t.Fatalf("ping from listen port 999: %d of 5 replies\n%s", r.received, r.out)
 			}
 			show := p.a.fipsctl("show", p.a.iface)
 			threads := daemonThreads(t, p.a.pid)
