@@ -137,10 +137,12 @@ type Config struct {
 }
 
 // ReadDirs are directories the daemon reads below after start:
+//
 //   - /etc: the Go resolver's resolv.conf, hosts, nsswitch.conf (re-read
 //     when they change, for endpoints that follow a host name; a whole
 //     directory because NetworkManager and others replace resolv.conf by
 //     rename, and a rule on the old file would not cover the new one).
+//
 //   - /proc: /proc/stat (the GOMAXPROCS controller, metrics), the
 //     process's own stat, status and fd (metrics), and
 //     /proc/thread-self/ns/net (tun, to come back from the interface's
@@ -152,9 +154,16 @@ type Config struct {
 //     it can read there of other processes is what any root process of
 //     the same owner can.
 //
+//   - /usr/lib, /usr/lib64, /lib, /lib64: the NSS modules glibc loads on
+//     first use when the Go resolver hands a lookup to getaddrinfo (a cgo
+//     build does when nsswitch.conf names a source Go does not know:
+//     mdns4_minimal, resolve, myhostname on desktop distributions).
+//     Without them those sources would fail quietly. Reading system
+//     libraries reveals nothing.
+//
 // Where /etc/resolv.conf points out of /etc (systemd-resolved's
 // /run/systemd/resolve) is added by ReadPaths.
-var ReadDirs = []string{"/etc", "/proc"}
+var ReadDirs = []string{"/etc", "/proc", "/usr/lib", "/usr/lib64", "/lib", "/lib64"}
 
 // ReadPaths are the directories to grant reading below: ReadDirs, and the
 // directories of the resolver files' link targets outside /etc
