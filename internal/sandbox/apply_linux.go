@@ -3,8 +3,11 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -54,7 +57,43 @@ func Apply(c Config) Status {
 	} else {
 		st.Seccomp = true
 	}
+	checkThreads(&st)
 	return st
+}
+
+// checkThreads compares what every thread's /proc status says with st,
+// and takes back what some thread lacks: the status reported is what the
+// kernel shows, not what the calls returned.
+func checkThreads(st *Status) {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		st.Problems = append(st.Problems, "cannot check the threads: "+err.Error())
+		return
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/status")
+		if err != nil {
+			continue // ended meanwhile
+		}
+		f := map[string]string{}
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok {
+				f[k] = strings.TrimSpace(v)
+			}
+		}
+		if st.NoNewPrivs && f["NoNewPrivs"] != "1" {
+			st.NoNewPrivs = false
+			st.Problems = append(st.Problems, "thread "+task.Name()+" has no no_new_privs")
+		}
+		if st.Seccomp && f["Seccomp"] != "2" {
+			st.Seccomp = false
+			st.Problems = append(st.Problems, "thread "+task.Name()+" has no seccomp filter")
+		}
+		if eff, err := strconv.ParseUint(f["CapEff"], 16, 64); st.Caps != "" && (err != nil || eff&^KeepMask() != 0) {
+			st.Caps = ""
+			st.Problems = append(st.Problems, "thread "+task.Name()+" kept capabilities "+f["CapEff"])
+		}
+	}
 }
 
 func allThreadsPrctl(option int, arg2, arg3 uintptr) error {
@@ -226,8 +265,10 @@ func loadSeccomp() error {
 	}
 	prog := &unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 	// no_new_privs is set already (seccomp wants it, or CAP_SYS_ADMIN).
-	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(prog))); e != 0 {
-		return fmt.Errorf("architecture guard: %w", e)
+	// With TSYNC a positive return is a thread that could not be synced,
+	// and then no thread has the filter.
+	if tid, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(prog))); e != 0 || tid != 0 {
+		return fmt.Errorf("architecture guard: errno %v, thread %d", e, tid)
 	}
 	runtime.KeepAlive(filter)
 	return seccomp.LoadFilter(seccomp.Filter{NoNewPrivs: true, Flag: seccomp.FilterFlagTSync, Policy: *p})
