@@ -72,12 +72,12 @@ func KeepMask() uint64 {
 
 // Deny are the system calls the filter refuses with EPERM. The filter is a
 // deny list over a default of allow, on purpose: an allow list would have
-// to name every call the Go runtime makes, and a Go release that starts
-// using a new one (as clone3, rseq, or cachestat came along in C
-// runtimes) would then fail in the field, with a daemon that breaks
-// where no test looked. Everything named here is something neither the
-// runtime nor the daemon needs after start; the test that checks this
-// list also checks that none of the calls the daemon does make is in it.
+// to name every call the Go runtime (and, in a cgo build, glibc) makes,
+// and a release that starts using a new one (as glibc took up clone3 and
+// rseq) would then break the daemon in the field, where no test looked.
+// Everything named here is something neither the runtime nor the daemon
+// needs after start; the test that checks this list also checks that
+// none of the calls the daemon does make is in it.
 // Names a kernel architecture does not have (iopl on arm64) are skipped
 // there.
 var Deny = []string{
