@@ -170,17 +170,21 @@ func dropCaps() (string, error) {
 }
 
 // restrictFiles applies the Landlock rules: reading below ReadPaths,
-// removing files from the socket directory (the UAPI socket at exit),
-// creating and writing files in the WriteFiles' directories, nothing else.
-// Network rules (ABI 4 and later) are not used: the daemon binds and
-// connects wherever UAPI and DNS say. It returns the ABI version the
-// kernel enforces, best effort down to version 1.
+// connecting to the resolver's Unix sockets (ABI 9), removing files from
+// the socket directory (the UAPI socket at exit), creating and writing
+// files in the WriteFiles' directories, nothing else. Network rules (ABI
+// 4 and later) are not used: the daemon binds and connects wherever UAPI
+// and DNS say. It returns the ABI version the kernel enforces, best
+// effort down to version 1.
 func restrictFiles(c Config) (int, error) {
 	abi, err := llsys.LandlockGetABIVersion()
 	if err != nil || abi < 1 {
 		return 0, errors.New("the kernel has no Landlock (or it is not enabled in lsm=)")
 	}
-	rules := []landlock.Rule{landlock.RODirs(ReadPaths(filepath.EvalSymlinks)...).IgnoreIfMissing()}
+	rules := []landlock.Rule{
+		landlock.RODirs(ReadPaths(filepath.EvalSymlinks)...).IgnoreIfMissing(),
+		landlock.PathAccess(llsys.AccessFSResolveUnix, ResolverSocketDirs...).IgnoreIfMissing(),
+	}
 	if c.SocketDir != "" {
 		rules = append(rules, landlock.PathAccess(llsys.AccessFSRemoveFile|llsys.AccessFSReadDir, c.SocketDir).IgnoreIfMissing())
 	}

@@ -136,6 +136,9 @@ func childMain(dir string) int {
 		})
 	}
 	locked.Wait()
+	// A resolver socket directory that exists, so that its rule (a right
+	// only ABI 9 has) is really added whatever the kernel's ABI.
+	ResolverSocketDirs = append(ResolverSocketDirs, dir)
 	st := Apply(Config{SocketDir: filepath.Join(dir, "sock")})
 	fmt.Printf("child: sandbox: %s\n", st)
 	for _, p := range st.Problems {
@@ -174,6 +177,10 @@ func childMain(dir string) int {
 		f := statusFields(b)
 		if f["NoNewPrivs"] != "1" || f["Seccomp"] != "2" {
 			fail("thread %s: NoNewPrivs %q Seccomp %q", task.Name(), f["NoNewPrivs"], f["Seccomp"])
+		}
+		// The architecture guard and the policy (Linux 5.9 shows the count).
+		if n, ok := f["Seccomp_filters"]; ok && n != "2" {
+			fail("thread %s: %s seccomp filters, want 2", task.Name(), n)
 		}
 		for _, k := range []string{"CapEff", "CapPrm", "CapBnd"} {
 			v, _ := strconv.ParseUint(f[k], 16, 64)

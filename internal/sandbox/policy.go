@@ -165,6 +165,13 @@ type Config struct {
 // /run/systemd/resolve) is added by ReadPaths.
 var ReadDirs = []string{"/etc", "/proc", "/usr/lib", "/usr/lib64", "/lib", "/lib64"}
 
+// ResolverSocketDirs hold the Unix sockets glibc's resolver connects to
+// in a cgo build: nscd's, and systemd-resolved's varlink socket that
+// nss-resolve uses. Landlock ABI 9 restricts connecting to named Unix
+// sockets; these may be connected to, no others (a compromised daemon
+// cannot reach, say, a container runtime's socket).
+var ResolverSocketDirs = []string{"/run/systemd/resolve", "/run/nscd"}
+
 // ReadPaths are the directories to grant reading below: ReadDirs, and the
 // directories of the resolver files' link targets outside /etc
 // (systemd-resolved's /run/systemd/resolve/stub-resolv.conf).
