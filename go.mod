@@ -3,6 +3,8 @@ module github.com/fips-go/fips-go
 go 1.26.3
 
 require (
+	github.com/elastic/go-seccomp-bpf v1.6.0
+	github.com/landlock-lsm/go-landlock v0.11.2
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
 	github.com/urfave/cli/v3 v3.14.0
@@ -11,6 +13,7 @@ require (
 	golang.org/x/sys v0.49.0
 	golang.zx2c4.com/wireguard v0.0.0-20260522210424-ecfc5a8d5446
 	gvisor.dev/gvisor v0.0.0-20260905035102-160fafc42237
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78
 )
 
 require (

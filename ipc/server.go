@@ -195,6 +195,8 @@ func handleRequest(reply *bytes.Buffer, br *bufio.Reader, op string, h Handler, 
 		return inSync
 	case "set=fipsnames", "get=fipsnames":
 		return handleNames(reply, br, op, h, opts)
+	case "get=fipssandbox":
+		return handleSandbox(reply, br, h)
 	case "get=1", "get=fips":
 		end, err := newLineReader(br, MaxLine).next()
 		if err != nil || len(end) != 0 {

@@ -25,6 +25,9 @@ type ShowOptions struct {
 	// EndpointNames are the host names fips-go follows for some peers
 	// (get=fipsnames); each is shown below the peer's endpoint.
 	EndpointNames map[noise.PublicKey]string
+	// Sandbox is the daemon's get=fipssandbox line, shown under the
+	// interface when not empty (fips-go show sets it with Counters).
+	Sandbox string
 }
 
 // FormatShow writes st the way `wg show IFACE` prints it, without colour:
@@ -45,6 +48,9 @@ func FormatShow(w io.Writer, iface string, st device.Status, opts ShowOptions) e
 	}
 	if st.FwMark != 0 {
 		fmt.Fprintf(bw, "  fwmark: 0x%x\n", st.FwMark)
+	}
+	if opts.Sandbox != "" {
+		fmt.Fprintf(bw, "  sandbox: %s\n", opts.Sandbox)
 	}
 	for _, ps := range sortedByHandshake(st.Peers) {
 		bw.WriteString("\n")

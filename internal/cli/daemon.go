@@ -16,6 +16,7 @@ import (
 	"github.com/fips-go/fips-go/internal/chachapoly"
 	"github.com/fips-go/fips-go/internal/metrics"
 	"github.com/fips-go/fips-go/internal/procs"
+	"github.com/fips-go/fips-go/internal/sandbox"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/tun"
 	"github.com/urfave/cli/v3"
@@ -243,8 +244,12 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig, st sett
 		return err
 	}
 	defer stopFollow()
+	// Everything the daemon opens with root's privileges exists now: the
+	// TUN, the UAPI socket, the metrics listener, the profile.
+	sb := sandboxDaemon(st, errf)
+	logf("sandbox: %s", sb)
 	go func() {
-		if err := l.Serve(h, ipc.ServeOptions{Logf: logf}); err != nil {
+		if err := l.Serve(sandboxedDevice{h, sb.String()}, ipc.ServeOptions{Logf: logf}); err != nil {
 			errf("UAPI: %v", err)
 		}
 	}()
@@ -263,6 +268,33 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig, st sett
 	d.Close()
 	return nil
 }
+
+// sandboxDaemon applies internal/sandbox to the interface daemon, unless
+// FIPS_GO_SANDBOX turned it off; what could not be applied is logged as
+// an error, and the daemon runs on with the rest.
+func sandboxDaemon(st settings, errf func(string, ...any)) sandbox.Status {
+	if st.noSandbox {
+		return sandbox.Status{Off: true}
+	}
+	cfg := sandbox.Config{SocketDir: ipc.DefaultSocketDir}
+	if st.memProfile != "" {
+		cfg.WriteFiles = append(cfg.WriteFiles, st.memProfile)
+	}
+	s := sandbox.Apply(cfg)
+	for _, p := range s.Problems {
+		errf("sandbox: %s", p)
+	}
+	return s
+}
+
+// sandboxedDevice answers get=fipssandbox with the line the start-up log
+// printed.
+type sandboxedDevice struct {
+	namedDevice
+	sandbox string
+}
+
+func (d sandboxedDevice) Sandbox() string { return d.sandbox }
 
 // adaptProcs runs the GOMAXPROCS controller (internal/procs) for the
 // daemon's life, unless GOMAXPROCS is set in the environment: a value the

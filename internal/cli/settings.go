@@ -24,6 +24,7 @@ const (
 	envConnectedSockets = "FIPS_GO_CONNECTED_SOCKETS" // cap on per-peer connected sockets; 0: none
 	envCPUProfile       = "FIPS_GO_CPUPROFILE"        // debugging: CPU profile to PATH.IFACE on exit
 	envMemProfile       = "FIPS_GO_MEMPROFILE"        // debugging: heap profile to PATH.IFACE on exit
+	envSandbox          = "FIPS_GO_SANDBOX"           // off: the interface daemon keeps root's privileges (debugging)
 )
 
 // settings are the switches, read and checked once at start: a value that
@@ -33,6 +34,7 @@ type settings struct {
 	disableGSO, disableGRO bool
 	maxConnected           int // as conn.Options.MaxConnected
 	cpuProfile, memProfile string
+	noSandbox              bool // FIPS_GO_SANDBOX=off
 }
 
 // readSettings reads the switches through getenv (os.Getenv but in tests).
@@ -44,6 +46,18 @@ func readSettings(getenv func(string) string) (settings, error) {
 	}
 	if s.disableGRO, err = envBool(getenv, envDisableGRO); err != nil {
 		return s, err
+	}
+	// on and off read better here than 1 and 0, which are taken too.
+	switch v := getenv(envSandbox); v {
+	case "", "on":
+	case "off":
+		s.noSandbox = true
+	default:
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return s, fmt.Errorf("%s=%q: want off (or 0) to turn the daemon's sandbox off, on (or 1)", envSandbox, v)
+		}
+		s.noSandbox = !on
 	}
 	if v := getenv(envConnectedSockets); v != "" {
 		n, err := strconv.Atoi(v)

@@ -28,6 +28,12 @@ func TestReadSettings(t *testing.T) {
 	if s, _ := readSettings(func(k string) string { return map[string]string{envConnectedSockets: "64"}[k] }); s.maxConnected != 64 {
 		t.Fatalf("%s=64: cap %d", envConnectedSockets, s.maxConnected)
 	}
+	for v, off := range map[string]bool{"off": true, "0": true, "false": true, "on": false, "1": false, "true": false} {
+		s, err := readSettings(func(k string) string { return map[string]string{envSandbox: v}[k] })
+		if err != nil || s.noSandbox != off {
+			t.Errorf("%s=%s: sandbox off %v, err %v; want off %v", envSandbox, v, s.noSandbox, err, off)
+		}
+	}
 }
 
 // A value that does not parse is an error naming the variable, never a
@@ -41,6 +47,8 @@ func TestReadSettingsRefusesBadValues(t *testing.T) {
 		{envConnectedSockets, "1e3"},
 		{envCPUProfile, "/no/such/dir/cpu"},
 		{envMemProfile, "/no/such/dir/mem"},
+		{envSandbox, "no"},
+		{envSandbox, "disabled"},
 	} {
 		_, err := readSettings(func(k string) string {
 			if k == tc.k {
@@ -61,6 +69,7 @@ func TestDaemonRefusesBadSettings(t *testing.T) {
 		{envDisableGSO, "on"},
 		{envConnectedSockets, "lots"},
 		{envMetricsMaxPeers, "ten"},
+		{envSandbox, "none"},
 	} {
 		t.Run(tc.k, func(t *testing.T) {
 			t.Setenv(tc.k, tc.v)

@@ -60,8 +60,14 @@ func cmdShow(ctx context.Context, c *cli.Command) error {
 	}
 	opts := ipc.ShowOptions{Now: time.Now(), Counters: c.Bool("counters") && field == "", ShowKeys: c.Bool("show-keys")}
 	for i, name := range names {
-		st, epNames, err := getStatus(name, opts.Counters, field == "")
+		st, epNames, sandbox, err := getStatus(name, opts.Counters, field == "")
 		opts.EndpointNames = epNames
+		// With the counters, as fips-go's own: --counters=false prints
+		// what wg prints.
+		opts.Sandbox = ""
+		if opts.Counters {
+			opts.Sandbox = sandbox
+		}
 		if err != nil {
 			if !all {
 				return err
@@ -89,12 +95,14 @@ func cmdShow(ctx context.Context, c *cli.Command) error {
 	return nil
 }
 
-// getStatus reads an interface's status and, if asked, fips-go's counters
-// and the endpoint names it follows (a wireguard-go daemon knows neither
-// request; it then has none).
-func getStatus(name string, counters, epNames bool) (device.Status, map[noise.PublicKey]string, error) {
+// getStatus reads an interface's status and, if asked, fips-go's counters;
+// for the pretty form (pretty) also the endpoint names it follows and its
+// sandbox (a wireguard-go daemon knows none of these requests; it then has
+// none).
+func getStatus(name string, counters, pretty bool) (device.Status, map[noise.PublicKey]string, string, error) {
 	var st device.Status
 	var names map[noise.PublicKey]string
+	var sandbox string
 	err := withClient(name, func(cl *ipc.Client) error {
 		var err error
 		if st, err = cl.Get(); err != nil {
@@ -105,10 +113,11 @@ func getStatus(name string, counters, epNames bool) (device.Status, map[noise.Pu
 				st.Counters = ctrs
 			}
 		}
-		if epNames {
+		if pretty {
 			names, _ = cl.EndpointNames()
+			sandbox, _ = cl.Sandbox()
 		}
 		return nil
 	})
-	return st, names, err
+	return st, names, sandbox, err
 }

@@ -1,0 +1,279 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	seccomp "github.com/elastic/go-seccomp-bpf"
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"github.com/landlock-lsm/go-landlock/landlock"
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+	"kernel.org/pub/linux/libs/security/libcap/psx"
+)
+
+// Apply turns the policy on for every OS thread of the process, for good:
+// capabilities, then no_new_privs, Landlock and seccomp. A step the
+// kernel or the process's privileges do not allow is left out and named
+// in Status.Problems; the others still apply.
+//
+// Capabilities and prctl settings are per thread in Linux, and the Go
+// runtime has several threads by now: they change on all of them through
+// libcap's psx, which signals every thread to make the same system call
+// (syscall.AllThreadsSyscall does this too, but only in binaries without
+// cgo, and the default Linux build links cgo for the net package's
+// resolver). Landlock goes through go-landlock, which uses psx or the
+// kernel's own TSYNC; seccomp through go-seccomp-bpf with TSYNC.
+func Apply(c Config) Status {
+	var st Status
+	// The log's time zone is loaded on first use, from a file Landlock
+	// would hide (/etc/localtime points into /usr/share/zoneinfo).
+	_ = time.Local.String()
+	if caps, err := dropCaps(); err != nil {
+		st.Problems = append(st.Problems, "capabilities: "+err.Error())
+	} else {
+		st.Caps = caps
+	}
+	if err := allThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
+		st.Problems = append(st.Problems, "no_new_privs: "+err.Error())
+	} else {
+		st.NoNewPrivs = true
+	}
+	if v, err := restrictFiles(c); err != nil {
+		st.Problems = append(st.Problems, "landlock: "+err.Error())
+	} else {
+		st.Landlock = v
+	}
+	if err := loadSeccomp(); err != nil {
+		st.Problems = append(st.Problems, "seccomp: "+err.Error())
+	} else {
+		st.Seccomp = true
+	}
+	checkThreads(&st)
+	return st
+}
+
+// checkThreads compares what every thread's /proc status says with st,
+// and takes back what some thread lacks: the status reported is what the
+// kernel shows, not what the calls returned.
+func checkThreads(st *Status) {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		st.Problems = append(st.Problems, "cannot check the threads: "+err.Error())
+		return
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/status")
+		if err != nil {
+			continue // ended meanwhile
+		}
+		f := map[string]string{}
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok {
+				f[k] = strings.TrimSpace(v)
+			}
+		}
+		if st.NoNewPrivs && f["NoNewPrivs"] != "1" {
+			st.NoNewPrivs = false
+			st.Problems = append(st.Problems, "thread "+task.Name()+" has no no_new_privs")
+		}
+		if st.Seccomp && f["Seccomp"] != "2" {
+			st.Seccomp = false
+			st.Problems = append(st.Problems, "thread "+task.Name()+" has no seccomp filter")
+		}
+		if eff, err := strconv.ParseUint(f["CapEff"], 16, 64); st.Caps != "" && (err != nil || eff&^KeepMask() != 0) {
+			st.Caps = ""
+			st.Problems = append(st.Problems, "thread "+task.Name()+" kept capabilities "+f["CapEff"])
+		}
+	}
+}
+
+func allThreadsPrctl(option int, arg2, arg3 uintptr) error {
+	if _, _, e := psx.Syscall6(unix.SYS_PRCTL, uintptr(option), arg2, arg3, 0, 0, 0); e != 0 {
+		return e
+	}
+	return nil
+}
+
+const capSetPCAP = 8 // CAP_SETPCAP: needed to shrink the bounding set
+
+// dropCaps leaves the process with Keep (as far as it has them) in its
+// effective and permitted sets and nothing else anywhere: the
+// inheritable and ambient sets cleared, every other capability out of the
+// bounding set, and the securebits locked so that root gains nothing by
+// exec either (which seccomp refuses anyway). It returns the names of the
+// capabilities kept.
+func dropCaps() (string, error) {
+	hdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := new([2]unix.CapUserData)
+	if err := unix.Capget(hdr, &data[0]); err != nil {
+		return "", fmt.Errorf("capget: %w", err)
+	}
+	permitted := uint64(data[0].Permitted) | uint64(data[1].Permitted)<<32
+	keep := KeepMask() & permitted
+	if permitted&(1<<capSetPCAP) != 0 {
+		// Without CAP_SETPCAP (started with file capabilities, say) the
+		// bounding set stays; no_new_privs and the seccomp filter's exec
+		// refusal then stand in for it.
+		// linux/securebits.h: NOROOT, NO_SETUID_FIXUP, each with its
+		// lock, and KEEP_CAPS locked off.
+		const bits = 1<<0 | 1<<1 | 1<<2 | 1<<3 | 1<<5
+		if err := allThreadsPrctl(unix.PR_SET_SECUREBITS, bits, 0); err != nil {
+			return "", fmt.Errorf("securebits: %w", err)
+		}
+		for c := 0; ; c++ {
+			// PR_CAPBSET_READ fails past the kernel's last capability.
+			if _, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err != nil {
+				break
+			}
+			if keep&(1<<c) != 0 {
+				continue
+			}
+			if err := allThreadsPrctl(unix.PR_CAPBSET_DROP, uintptr(c), 0); err != nil {
+				return "", fmt.Errorf("bounding set, capability %d: %w", c, err)
+			}
+		}
+	}
+	if err := allThreadsPrctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		// EINVAL: a kernel before 4.3, without ambient capabilities.
+		return "", fmt.Errorf("ambient set: %w", err)
+	}
+	data[0] = unix.CapUserData{Effective: uint32(keep), Permitted: uint32(keep)}
+	data[1] = unix.CapUserData{Effective: uint32(keep >> 32), Permitted: uint32(keep >> 32)}
+	_, _, e := psx.Syscall3(unix.SYS_CAPSET, uintptr(unsafe.Pointer(hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
+	runtime.KeepAlive(hdr)
+	runtime.KeepAlive(data)
+	if e != 0 {
+		return "", fmt.Errorf("capset: %w", e)
+	}
+	var names []byte
+	for _, c := range Keep {
+		if keep&(1<<c.Bit) != 0 {
+			if len(names) > 0 {
+				names = append(names, ',')
+			}
+			names = append(names, c.Name...)
+		}
+	}
+	if len(names) == 0 {
+		return "none", nil
+	}
+	return string(names), nil
+}
+
+// restrictFiles applies the Landlock rules: reading below ReadPaths,
+// connecting to the resolver's Unix sockets (ABI 9), removing files from
+// the socket directory (the UAPI socket at exit), creating and writing
+// files in the WriteFiles' directories, nothing else. Network rules (ABI
+// 4 and later) are not used: the daemon binds and connects wherever UAPI
+// and DNS say. It returns the ABI version the kernel enforces, best
+// effort down to version 1.
+func restrictFiles(c Config) (int, error) {
+	abi, err := llsys.LandlockGetABIVersion()
+	if err != nil || abi < 1 {
+		return 0, errors.New("the kernel has no Landlock (or it is not enabled in lsm=)")
+	}
+	rules := []landlock.Rule{
+		landlock.RODirs(ReadPaths(filepath.EvalSymlinks)...).IgnoreIfMissing(),
+		landlock.PathAccess(llsys.AccessFSResolveUnix, ResolverSocketDirs...).IgnoreIfMissing(),
+	}
+	if c.SocketDir != "" {
+		rules = append(rules, landlock.PathAccess(llsys.AccessFSRemoveFile|llsys.AccessFSReadDir, c.SocketDir).IgnoreIfMissing())
+	}
+	for _, d := range c.WriteDirs() {
+		if d != c.SocketDir {
+			rules = append(rules, landlock.RWDirs(d).IgnoreIfMissing())
+		}
+	}
+	// V9 is the newest file-system ABI this go-landlock knows; BestEffort
+	// narrows it to what the kernel has.
+	if err := landlock.V9.BestEffort().RestrictPaths(rules...); err != nil {
+		return 0, err
+	}
+	return min(abi, 9), nil
+}
+
+// seccompPolicy is the filter for the running architecture: Deny,
+// setns but for network namespaces, and clone with namespace flags
+// answered EPERM, and clone3 ENOSYS.
+func seccompPolicy() (*seccomp.Policy, error) {
+	info, err := arch.GetInfo("")
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, n := range Deny {
+		if _, ok := info.SyscallNames[n]; ok {
+			names = append(names, n)
+		}
+	}
+	conds := []seccomp.NameWithConditions{{
+		Name: "setns",
+		Conditions: seccomp.ArgumentConditions{{
+			Argument: 1, Operation: seccomp.NotEqual, Value: DenySetnsExcept,
+		}},
+	}}
+	for _, f := range CloneNamespaceFlags {
+		conds = append(conds, seccomp.NameWithConditions{
+			Name:       "clone",
+			Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: f}},
+		})
+	}
+	return &seccomp.Policy{
+		DefaultAction: seccomp.ActionAllow,
+		Syscalls: []seccomp.SyscallGroup{
+			{Names: names, Action: seccomp.ActionErrno}, // EPERM
+			{NamesWithCondtions: conds, Action: seccomp.ActionErrno},
+			// An action other than the bare ActionErrno keeps its own
+			// errno in go-seccomp-bpf.
+			{Names: []string{"clone3"}, Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)},
+		},
+	}, nil
+}
+
+// loadSeccomp installs, on all threads (TSYNC), first a filter that
+// answers ENOSYS to any system call made through another architecture's
+// calling convention (the 32-bit int 0x80 entry on amd64: a deny list
+// keyed on 64-bit numbers would not see those), then the policy.
+// go-seccomp-bpf lets other architectures through to the default action,
+// so the first filter is ours: four instructions.
+func loadSeccomp() error {
+	p, err := seccompPolicy()
+	if err != nil {
+		return err
+	}
+	info, err := arch.GetInfo("")
+	if err != nil {
+		return err
+	}
+	guard, err := bpf.Assemble([]bpf.Instruction{
+		bpf.LoadAbsolute{Off: 4, Size: 4}, // seccomp_data.arch
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1},
+		bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
+		bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW},
+	})
+	if err != nil {
+		return err
+	}
+	filter := make([]unix.SockFilter, len(guard))
+	for i, in := range guard {
+		filter[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
+	}
+	prog := &unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	// no_new_privs is set already (seccomp wants it, or CAP_SYS_ADMIN).
+	// With TSYNC a positive return is a thread that could not be synced,
+	// and then no thread has the filter.
+	if tid, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(prog))); e != 0 || tid != 0 {
+		return fmt.Errorf("architecture guard: errno %v, thread %d", e, tid)
+	}
+	runtime.KeepAlive(filter)
+	return seccomp.LoadFilter(seccomp.Filter{NoNewPrivs: true, Flag: seccomp.FilterFlagTSync, Policy: *p})
+}

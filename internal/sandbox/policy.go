@@ -1,0 +1,259 @@
+// Package sandbox takes from the interface daemon the privileges it no
+// longer needs once its TUN, UAPI socket and UDP sockets exist: the
+// capabilities it does not use, new privileges through exec, most of the
+// file system (Landlock) and the system calls a network daemon never makes
+// (seccomp). The policy (which capabilities, which paths, which system
+// calls) is data in this file, checked by unit tests; Apply, at the edge,
+// turns it on for every OS thread of the process.
+//
+// Only Linux has these facilities. Elsewhere Apply does nothing and says
+// so (Status.Unsupported); FreeBSD's Capsicum would need the daemon built
+// around capabilities from the start, which this package does not try.
+package sandbox
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// Capability is one Linux capability the daemon keeps, with the reason.
+type Capability struct {
+	Name string // as in capabilities(7), lower case without CAP_: "net_admin"
+	Bit  int    // its number (linux/capability.h; stable kernel ABI)
+	Why  string
+}
+
+// Keep are the capabilities the running daemon still uses; every other one
+// is dropped from the effective, permitted, inheritable, ambient and
+// bounding sets. Each is reached from the network path or from UAPI at any
+// time after start, so none can be dropped once set-up is done.
+var Keep = []Capability{
+	{
+		Name: "net_admin", Bit: 12,
+		Why: "SO_MARK for fwmark (UAPI fwmark=, any time); RTM_NEWLINK for the " +
+			"interface's gso_max_size; TUNGETDEVNETNS and rtnetlink in the " +
+			"namespace the interface was moved to; SO_RCVBUFFORCE/SO_SNDBUFFORCE on " +
+			"the UDP sockets it opens again when the listen port changes",
+	},
+	{
+		Name: "net_bind_service", Bit: 10,
+		Why: "UAPI listen_port= may name a port below 1024 at any time, and the " +
+			"per-peer connected sockets bind that same port",
+	},
+	{
+		Name: "sys_admin", Bit: 21,
+		Why: "setns(CLONE_NEWNET) into the namespace the interface was moved to " +
+			"(`ip link set IFACE netns NS`), to read its MTU and link state there " +
+			"(tun's inNetns): the kernel asks CAP_SYS_ADMIN for any setns. The " +
+			"seccomp filter narrows it: setns only for network namespaces, and " +
+			"mount, unshare, namespace-creating clone, swapon, quotactl, bpf and " +
+			"the other CAP_SYS_ADMIN system calls refused",
+	},
+}
+
+// KeepNames is Keep's names, comma-separated, in Keep's order.
+func KeepNames() string {
+	names := make([]string, len(Keep))
+	for i, c := range Keep {
+		names[i] = c.Name
+	}
+	return strings.Join(names, ",")
+}
+
+// KeepMask is Keep as a capability bit mask (CapEff in /proc/PID/status).
+func KeepMask() uint64 {
+	var m uint64
+	for _, c := range Keep {
+		m |= 1 << c.Bit
+	}
+	return m
+}
+
+// Deny are the system calls the filter refuses with EPERM. The filter is a
+// deny list over a default of allow, on purpose: an allow list would have
+// to name every call the Go runtime (and, in a cgo build, glibc) makes,
+// and a release that starts using a new one (as glibc took up clone3 and
+// rseq) would then break the daemon in the field, where no test looked.
+// Everything named here is something neither the runtime nor the daemon
+// needs after start; the test that checks this list also checks that
+// none of the calls the daemon does make is in it.
+// Names a kernel architecture does not have (iopl on arm64) are skipped
+// there.
+var Deny = []string{
+	// Kernel modules and replacing the kernel.
+	"init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
+	"reboot",
+	// Reading or writing other processes.
+	"ptrace", "process_vm_readv", "process_vm_writev", "process_madvise",
+	"kcmp", "pidfd_getfd",
+	// Running anything else: the daemon never execs after start.
+	"execve", "execveat",
+	// File systems and namespaces (setns is allowed for network namespaces
+	// only, see DenySetnsExcept; clone with namespace flags, see
+	// CloneNamespaceFlags).
+	"mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
+	"fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "unshare",
+	"swapon", "swapoff", "quotactl", "quotactl_fd",
+	"open_by_handle_at", "name_to_handle_at",
+	// Kernel interfaces with a large attack surface the daemon has no use for.
+	"bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
+	"io_uring_setup", "io_uring_enter", "io_uring_register",
+	"fanotify_init", "lookup_dcookie", "personality", "uselib",
+	// The machine's identity, clock and logs.
+	"sethostname", "setdomainname", "settimeofday", "clock_settime",
+	"clock_adjtime", "adjtimex", "acct", "syslog", "vhangup",
+	// Hardware ports (x86).
+	"iopl", "ioperm",
+}
+
+// DenySetnsExcept is the one namespace type setns may join
+// (CLONE_NEWNET): tun follows its interface into another network
+// namespace; any other type (mount, user, pid) is refused.
+const DenySetnsExcept = 0x40000000
+
+// CloneNamespaceFlags are clone's flags that create namespaces; clone
+// with any of them is refused (the runtime's threads never set them).
+// clone3 passes its flags in memory a filter cannot read, so it is
+// refused as a whole with ENOSYS, which makes glibc's pthread_create (in
+// a cgo build) and any other caller fall back to clone.
+var CloneNamespaceFlags = []uint64{
+	0x00020000, // CLONE_NEWNS
+	0x02000000, // CLONE_NEWCGROUP
+	0x04000000, // CLONE_NEWUTS
+	0x08000000, // CLONE_NEWIPC
+	0x10000000, // CLONE_NEWUSER
+	0x20000000, // CLONE_NEWPID
+	0x40000000, // CLONE_NEWNET
+}
+
+// Config says what the daemon still reads and writes after start.
+type Config struct {
+	// SocketDir holds the UAPI socket, removed at exit.
+	SocketDir string
+	// WriteFiles are files the daemon creates later (a heap profile
+	// written at exit): their directories may gain new files.
+	WriteFiles []string
+}
+
+// ReadDirs are directories the daemon reads below after start:
+//
+//   - /etc: the Go resolver's resolv.conf, hosts, nsswitch.conf (re-read
+//     when they change, for endpoints that follow a host name; a whole
+//     directory because NetworkManager and others replace resolv.conf by
+//     rename, and a rule on the old file would not cover the new one).
+//
+//   - /proc: /proc/stat (the GOMAXPROCS controller, metrics), the
+//     process's own stat, status and fd (metrics), and
+//     /proc/thread-self/ns/net (tun, to come back from the interface's
+//     namespace). A rule on /proc/self would be narrower but does not
+//     hold: procfs makes a new inode for /proc/PID whenever its dentry is
+//     looked up again after the kernel dropped it, and Landlock rules are
+//     tied to inodes, so the daemon would lose its own /proc entries under
+//     memory pressure. Without CAP_SYS_PTRACE and CAP_DAC_OVERRIDE what
+//     it can read there of other processes is what any root process of
+//     the same owner can.
+//
+//   - /usr/lib, /usr/lib64, /lib, /lib64: the NSS modules glibc loads on
+//     first use when the Go resolver hands a lookup to getaddrinfo (a cgo
+//     build does when nsswitch.conf names a source Go does not know:
+//     mdns4_minimal, resolve, myhostname on desktop distributions).
+//     Without them those sources would fail quietly. Reading system
+//     libraries reveals nothing.
+//
+// Where /etc/resolv.conf points out of /etc (systemd-resolved's
+// /run/systemd/resolve) is added by ReadPaths.
+var ReadDirs = []string{"/etc", "/proc", "/usr/lib", "/usr/lib64", "/lib", "/lib64"}
+
+// ResolverSocketDirs hold the Unix sockets glibc's resolver connects to
+// in a cgo build: nscd's, and systemd-resolved's varlink socket that
+// nss-resolve uses. Landlock ABI 9 restricts connecting to named Unix
+// sockets; these may be connected to, no others (a compromised daemon
+// cannot reach, say, a container runtime's socket).
+var ResolverSocketDirs = []string{"/run/systemd/resolve", "/run/nscd"}
+
+// ReadPaths are the directories to grant reading below: ReadDirs, and the
+// directories of the resolver files' link targets outside /etc
+// (systemd-resolved's /run/systemd/resolve/stub-resolv.conf).
+// evalSymlinks is filepath.EvalSymlinks but in tests.
+func ReadPaths(evalSymlinks func(string) (string, error)) (dirs []string) {
+	dirs = append(dirs, ReadDirs...)
+	for _, f := range []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf"} {
+		t, err := evalSymlinks(f)
+		if err != nil || t == f || strings.HasPrefix(t, "/etc/") {
+			continue
+		}
+		if d := filepath.Dir(t); !contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+// WriteDirs are the directories the daemon may remove files from (its
+// socket) and create files in (profiles): the socket directory and the
+// WriteFiles' directories.
+func (c Config) WriteDirs() []string {
+	var dirs []string
+	if c.SocketDir != "" {
+		dirs = append(dirs, c.SocketDir)
+	}
+	for _, f := range c.WriteFiles {
+		if d := filepath.Dir(f); !contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Status says which protections are in force.
+type Status struct {
+	Off         bool   // turned off by the user
+	Unsupported bool   // not Linux
+	Caps        string // capabilities kept (comma-separated), "" if not dropped
+	NoNewPrivs  bool
+	Seccomp     bool
+	Landlock    int      // ABI version enforced; 0: none
+	Problems    []string // what could not be applied, and why
+}
+
+// String is the one line the start-up log and `fips-go show` print:
+// "caps=net_admin,net_bind_service,sys_admin no_new_privs seccomp
+// landlock=v7", with what is missing named.
+func (s Status) String() string {
+	switch {
+	case s.Off:
+		return "off"
+	case s.Unsupported:
+		return "unsupported on this system"
+	}
+	var parts []string
+	if s.Caps != "" {
+		parts = append(parts, "caps="+s.Caps)
+	} else {
+		parts = append(parts, "caps not dropped")
+	}
+	if s.NoNewPrivs {
+		parts = append(parts, "no_new_privs")
+	}
+	if s.Seccomp {
+		parts = append(parts, "seccomp")
+	} else {
+		parts = append(parts, "no seccomp")
+	}
+	if s.Landlock > 0 {
+		parts = append(parts, fmt.Sprintf("landlock=v%d", s.Landlock))
+	} else {
+		parts = append(parts, "landlock unavailable")
+	}
+	return strings.Join(parts, " ")
+}
