@@ -1,0 +1,284 @@
+// Package exit relays a WireGuard peer's TCP and UDP to the host's
+// network without privileges: a userspace TCP/IP stack terminates each
+// flow and re-originates it from an ordinary host socket, as a slirp does.
+package exit
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/fips-go/fips-go/internal/proxy"
+	"github.com/fips-go/fips-go/tun/netstack"
+)
+
+// Defaults for zero Options fields.
+const (
+	DefaultMaxFlows        = 1024
+	DefaultMaxFlowsPerPeer = 256
+	DefaultTCPIdleTimeout  = 2 * time.Hour
+	DefaultUDPIdleTimeout  = 60 * time.Second
+	DefaultConnectTimeout  = 10 * time.Second
+)
+
+// udpBufSize holds the largest datagram, per direction of a UDP flow.
+const udpBufSize = 64 << 10
+
+// Options configure an Exit. Policy and PeerOf are required.
+type Options struct {
+	Policy *Policy
+	// PeerOf names the peer whose AllowedIPs hold a source address.
+	PeerOf func(netip.Addr) (peer string, ok bool)
+	// MaxFlows caps the TCP and UDP flows open at once, MaxFlowsPerPeer
+	// those of one peer.
+	MaxFlows, MaxFlowsPerPeer int
+	// TCPIdleTimeout and UDPIdleTimeout end flows that moved nothing for
+	// that long.
+	TCPIdleTimeout, UDPIdleTimeout time.Duration
+	// ConnectTimeout bounds a host-side TCP connect; the peer's SYN is
+	// answered with a RST when it passes.
+	ConnectTimeout time.Duration
+	// DNS are the host's resolvers: DNS to one of Tunnel (the exit's own
+	// tunnel addresses) on port 53 is relayed to DNS[0]. None: refused.
+	DNS    []netip.AddrPort
+	Tunnel []netip.Addr
+	// Logf receives refusals (at most one line a second per reason).
+	Logf func(format string, args ...any)
+}
+
+// Exit is a running relay on one stack.
+type Exit struct {
+	o     Options
+	caps  *flowCaps
+	logs  logLimit
+	ctx   context.Context
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+	dial  net.Dialer
+	self  map[netip.Addr]bool
+	mu    sync.Mutex
+	flows map[*flow]struct{} // guarded by mu; at most MaxFlows
+	ctr   counters
+}
+
+// flow is one relayed TCP connection or UDP flow; abort ends it.
+type flow struct{ abort func() }
+
+type counters struct {
+	open, opened [2]atomic.Int64 // by protocol: tcp, udp
+	toHost       atomic.Uint64
+	toPeer       atomic.Uint64
+	bufInUse     atomic.Int64
+	refused      [numReasons]atomic.Uint64
+}
+
+const (
+	protoTCP = 0
+	protoUDP = 1
+)
+
+// Start relays the flows ns's peers send to other addresses.
+func Start(ns *netstack.Net, o Options) (*Exit, error) {
+	o.MaxFlows = cmp.Or(o.MaxFlows, DefaultMaxFlows)
+	o.MaxFlowsPerPeer = cmp.Or(o.MaxFlowsPerPeer, DefaultMaxFlowsPerPeer)
+	o.TCPIdleTimeout = cmp.Or(o.TCPIdleTimeout, DefaultTCPIdleTimeout)
+	o.UDPIdleTimeout = cmp.Or(o.UDPIdleTimeout, DefaultUDPIdleTimeout)
+	o.ConnectTimeout = cmp.Or(o.ConnectTimeout, DefaultConnectTimeout)
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	e := &Exit{o: o, caps: newFlowCaps(o.MaxFlowsPerPeer, o.MaxFlows), logs: logLimit{every: time.Second},
+		dial: net.Dialer{Timeout: o.ConnectTimeout}, self: map[netip.Addr]bool{}, flows: map[*flow]struct{}{}}
+	for _, a := range o.Tunnel {
+		e.self[a.Unmap()] = true
+	}
+	e.ctx, e.stop = context.WithCancel(context.Background())
+	err := ns.SetForwarder(netstack.Forwarder{TCP: e.handleTCP, UDP: e.handleUDP, MaxPendingTCP: min(o.MaxFlows, netstack.DefaultMaxPendingTCP)})
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Close ends every flow and waits for them. The stack keeps accepting
+// SYNs until it closes; they are refused.
+func (e *Exit) Close() {
+	e.stop()
+	e.mu.Lock()
+	for f := range e.flows {
+		f.abort()
+	}
+	e.mu.Unlock()
+	e.wg.Wait()
+}
+
+// refuse counts and maybe logs a refusal.
+func (e *Exit) refuse(r Reason, proto string, src, dst netip.AddrPort) {
+	e.ctr.refused[r].Add(1)
+	if e.logs.allow(r, time.Now()) {
+		e.o.Logf("exit: refused %s %v -> %v: %v (further refusals for this reason within a second are only counted)", proto, src, dst, r)
+	}
+}
+
+// admit runs the checks every new flow passes: a known peer, the policy,
+// the caps. It returns the host address to reach and the peer, or a
+// refusal.
+func (e *Exit) admit(src, dst netip.AddrPort) (target netip.AddrPort, peer string, r Reason) {
+	if e.ctx.Err() != nil {
+		return target, "", ReasonTotalCap
+	}
+	peer, ok := e.o.PeerOf(src.Addr())
+	if !ok {
+		return target, "", ReasonUnknownPeer
+	}
+	target = dst
+	if e.self[dst.Addr()] && dst.Port() == 53 && len(e.o.DNS) > 0 {
+		target = e.o.DNS[0]
+	} else if r := e.o.Policy.Check(dst); r != reasonOK {
+		return target, "", r
+	}
+	if r := e.caps.acquire(peer); r != reasonOK {
+		return target, "", r
+	}
+	return target, peer, reasonOK
+}
+
+// track registers f so Close can end it, or reports that the exit closed.
+func (e *Exit) track(f *flow, proto int) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ctx.Err() != nil {
+		return false
+	}
+	e.flows[f] = struct{}{}
+	e.wg.Add(1)
+	e.ctr.open[proto].Add(1)
+	e.ctr.opened[proto].Add(1)
+	return true
+}
+
+func (e *Exit) untrack(f *flow, proto int, peer string) {
+	e.mu.Lock()
+	delete(e.flows, f)
+	e.mu.Unlock()
+	e.ctr.open[proto].Add(-1)
+	e.caps.release(peer)
+	e.wg.Done()
+}
+
+// handleTCP answers one SYN: connect on the host first, then complete the
+// peer's handshake, or RST it.
+func (e *Exit) handleTCP(q *netstack.TCPRequest) {
+	target, peer, r := e.admit(q.Src, q.Dst)
+	if r != reasonOK {
+		q.Refuse()
+		e.refuse(r, "tcp", q.Src, q.Dst)
+		return
+	}
+	hc, err := e.dial.DialContext(e.ctx, "tcp", target.String())
+	if err != nil {
+		e.caps.release(peer)
+		q.Refuse()
+		e.refuse(connectReason(err), "tcp", q.Src, target)
+		return
+	}
+	host := hc.(*net.TCPConn)
+	pc, err := q.Accept()
+	if err != nil {
+		e.caps.release(peer)
+		abortTCP(host)
+		return
+	}
+	var act proxy.Activity
+	act.Touch()
+	rl := &relay{a: pc, b: host, abortA: pc.Abort, abortB: func() { abortTCP(host) },
+		inUse: &e.ctr.bufInUse, moved: [2]*atomic.Uint64{&e.ctr.toHost, &e.ctr.toPeer}, touch: act.Touch}
+	f := &flow{abort: rl.abort}
+	if !e.track(f, protoTCP) {
+		e.caps.release(peer)
+		rl.abort()
+		return
+	}
+	defer e.untrack(f, protoTCP, peer)
+	stop := make(chan struct{})
+	go proxy.CloseWhenIdle(e.ctx, &act, e.o.TCPIdleTimeout, stop, rl.abort)
+	rl.run()
+	close(stop)
+	// The relay has ended both directions; Close is idempotent on both.
+	pc.Close()
+	host.Close()
+}
+
+// handleUDP opens a flow for a new source and destination pair: a host
+// socket connected to the destination, so only its replies come back,
+// and they reach the peer from the address it wrote to. It runs on the
+// packet's delivery path, so it only opens sockets and starts goroutines.
+func (e *Exit) handleUDP(q *netstack.UDPRequest) bool {
+	target, peer, r := e.admit(q.Src, q.Dst)
+	if r != reasonOK {
+		e.refuse(r, "udp", q.Src, q.Dst)
+		return false
+	}
+	hc, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(target))
+	if err != nil {
+		e.caps.release(peer)
+		e.refuse(connectReason(err), "udp", q.Src, target)
+		return false
+	}
+	pc, err := q.Accept()
+	if err != nil {
+		e.caps.release(peer)
+		hc.Close()
+		e.refuse(ReasonConnError, "udp", q.Src, q.Dst)
+		return false
+	}
+	closeBoth := func() { pc.Close(); hc.Close() }
+	f := &flow{abort: closeBoth}
+	if !e.track(f, protoUDP) {
+		e.caps.release(peer)
+		closeBoth()
+		return true
+	}
+	go func() {
+		defer e.untrack(f, protoUDP, peer)
+		var act proxy.Activity
+		act.Touch()
+		stop := make(chan struct{})
+		go proxy.CloseWhenIdle(e.ctx, &act, e.o.UDPIdleTimeout, stop, closeBoth)
+		var wg sync.WaitGroup
+		wg.Go(func() { e.pumpUDP(hc, pc, &act, &e.ctr.toPeer, closeBoth) })
+		e.pumpUDP(pc, hc, &act, &e.ctr.toHost, closeBoth)
+		wg.Wait()
+		close(stop)
+	}()
+	return true
+}
+
+// pumpUDP moves datagrams from src to dst until either closes.
+func (e *Exit) pumpUDP(src, dst net.Conn, act *proxy.Activity, moved *atomic.Uint64, closeBoth func()) {
+	defer closeBoth()
+	buf := make([]byte, udpBufSize)
+	for {
+		n, err := src.Read(buf)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			// An ICMP port unreachable for an earlier datagram: the
+			// flow stays until it idles out, as a NAT mapping would.
+			continue
+		}
+		if err != nil {
+			return
+		}
+		act.Touch()
+		e.ctr.bufInUse.Add(int64(n))
+		if _, err := dst.Write(buf[:n]); err == nil {
+			moved.Add(uint64(n))
+		}
+		e.ctr.bufInUse.Add(-int64(n))
+	}
+}
