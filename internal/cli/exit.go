@@ -99,7 +99,7 @@ func startExit(tn *rootless.Netstack, o userspaceOptions) (*exit.Exit, error) {
 	pt := &peerTable{status: tn.Device.Status}
 	ex, err := exit.Start(tn.Net, exit.Options{
 		Policy: pol, PeerOf: pt.lookup, MaxFlows: o.exit.maxFlows, MaxFlowsPerPeer: o.exit.perPeer,
-		TCPIdleTimeout: o.idleExit, DNS: dns, Tunnel: o.addrs, Logf: o.logf,
+		TCPIdleTimeout: o.idleExit, DNS: dns, Tunnel: o.addrs, Logf: o.logf, Notef: o.notef,
 	})
 	if err != nil {
 		return nil, err

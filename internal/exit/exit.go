@@ -48,8 +48,9 @@ type Options struct {
 	// tunnel addresses) on port 53 is relayed to DNS[0]. None: refused.
 	DNS    []netip.AddrPort
 	Tunnel []netip.Addr
-	// Logf receives refusals (at most one line a second per reason).
-	Logf func(format string, args ...any)
+	// Logf receives refusals (at most one line a second per reason);
+	// Notef what the user should see at start (ping unavailable).
+	Logf, Notef func(format string, args ...any)
 }
 
 // Exit is a running relay on one stack.
@@ -65,13 +66,15 @@ type Exit struct {
 	mu    sync.Mutex
 	flows map[*flow]struct{} // guarded by mu; at most MaxFlows
 	ctr   counters
+	ns    *netstack.Net
+	ping  pingState
 }
 
 // flow is one relayed TCP connection or UDP flow; abort ends it.
 type flow struct{ abort func() }
 
 type counters struct {
-	open, opened [2]atomic.Int64 // by protocol: tcp, udp
+	open, opened [3]atomic.Int64 // by protocol: tcp, udp, icmp
 	toHost       atomic.Uint64
 	toPeer       atomic.Uint64
 	bufInUse     atomic.Int64
@@ -79,8 +82,9 @@ type counters struct {
 }
 
 const (
-	protoTCP = 0
-	protoUDP = 1
+	protoTCP  = 0
+	protoUDP  = 1
+	protoICMP = 2
 )
 
 // Start relays the flows ns's peers send to other addresses.
@@ -93,13 +97,20 @@ func Start(ns *netstack.Net, o Options) (*Exit, error) {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
+	if o.Notef == nil {
+		o.Notef = func(string, ...any) {}
+	}
 	e := &Exit{o: o, caps: newFlowCaps(o.MaxFlowsPerPeer, o.MaxFlows), logs: logLimit{every: time.Second},
-		dial: net.Dialer{Timeout: o.ConnectTimeout}, self: map[netip.Addr]bool{}, flows: map[*flow]struct{}{}}
+		dial: net.Dialer{Timeout: o.ConnectTimeout}, self: map[netip.Addr]bool{}, flows: map[*flow]struct{}{},
+		ns: ns, ping: pingState{flows: map[pingKey]*pingFlow{}}}
+	if e.ping.err = probePing(); e.ping.err != nil {
+		o.Notef("exit: pings are not relayed: this host gives no unprivileged ICMP socket (%v); allow this user's group in net.ipv4.ping_group_range", e.ping.err)
+	}
 	for _, a := range o.Tunnel {
 		e.self[a.Unmap()] = true
 	}
 	e.ctx, e.stop = context.WithCancel(context.Background())
-	err := ns.SetForwarder(netstack.Forwarder{TCP: e.handleTCP, UDP: e.handleUDP, MaxPendingTCP: min(o.MaxFlows, netstack.DefaultMaxPendingTCP)})
+	err := ns.SetForwarder(netstack.Forwarder{TCP: e.handleTCP, UDP: e.handleUDP, Ping: e.handlePing, MaxPendingTCP: min(o.MaxFlows, netstack.DefaultMaxPendingTCP)})
 	if err != nil {
 		return nil, err
 	}

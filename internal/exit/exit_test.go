@@ -272,3 +272,26 @@ func TestExitUDP(t *testing.T) {
 		t.Errorf("udp flows opened %d, want 2", n)
 	}
 }
+
+// TestExitPing: an echo request to the host's loopback is answered
+// through a ping socket where the host allows them, and refused and
+// counted where it does not.
+func TestExitPing(t *testing.T) {
+	client, e := setup(t, netip.AddrPort{})
+	pctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := client.Ping(pctx, netip.MustParseAddr("127.0.0.1"), 1, []byte("ping through the exit"))
+	if probePing() != nil {
+		if err == nil || e.Refused(ReasonPingUnavailable) == 0 {
+			t.Fatalf("no ping sockets here: ping %v, refusals %d; want no reply and a counted refusal", err, e.Refused(ReasonPingUnavailable))
+		}
+		t.Logf("ping sockets unavailable here; checked the refusal only")
+		return
+	}
+	if err != nil {
+		t.Fatalf("ping 127.0.0.1 through the exit: %v", err)
+	}
+	if n := counter(e, "exit_icmp_flows_opened"); n != 1 {
+		t.Errorf("icmp flows opened %d, want 1", n)
+	}
+}

@@ -105,9 +105,20 @@ func NewPolicy(o PolicyOptions) *Policy {
 
 // Check says whether a flow to dst may be relayed, and if not why.
 func (p *Policy) Check(dst netip.AddrPort) Reason {
-	a := dst.Addr().Unmap()
+	if dst.Port() == 0 {
+		return ReasonInvalid
+	}
+	return p.check(dst.Addr(), dst.Port())
+}
+
+// CheckPing says whether echo requests to a may be relayed.
+func (p *Policy) CheckPing(a netip.Addr) Reason { return p.check(a, 0) }
+
+// check is Check for port, or for ICMP when port is 0.
+func (p *Policy) check(a netip.Addr, port uint16) Reason {
+	a = a.Unmap()
 	switch {
-	case !a.IsValid() || a.IsUnspecified() || a.IsMulticast() || a == broadcast4 || dst.Port() == 0:
+	case !a.IsValid() || a.IsUnspecified() || a.IsMulticast() || a == broadcast4:
 		return ReasonInvalid
 	case p.tunnel[a]:
 		return ReasonSelf
@@ -120,7 +131,7 @@ func (p *Policy) Check(dst netip.AddrPort) Reason {
 	if p.allow != nil && !containsAny(p.allow, a) {
 		return ReasonNotAllowed
 	}
-	if p.self[dst.Port()] && (p.hostAddrs[a] || a.IsLoopback()) && !p.named(a, a.BitLen()) {
+	if port != 0 && p.self[port] && (p.hostAddrs[a] || a.IsLoopback()) && !p.named(a, a.BitLen()) {
 		return ReasonSelf
 	}
 	for _, pr := range protected {

@@ -22,11 +22,12 @@ func (e *Exit) Counters() []Counter {
 		openedHelp = "Flows the exit has opened."
 		bytesHelp  = "Bytes the exit relayed."
 	)
-	out := make([]Counter, 0, 7+int(numReasons))
-	for p, name := range []string{"tcp", "udp"} {
+	out := make([]Counter, 0, 9+int(numReasons))
+	protos := []string{"tcp", "udp", "icmp"}
+	for p, name := range protos {
 		out = append(out, Counter{"exit_" + name + "_flows_open", "exit_flows_open", []string{"protocol", name}, openHelp, uint64(max(c.open[p].Load(), 0)), true})
 	}
-	for p, name := range []string{"tcp", "udp"} {
+	for p, name := range protos {
 		out = append(out, Counter{"exit_" + name + "_flows_opened", "exit_flows_opened", []string{"protocol", name}, openedHelp, uint64(c.opened[p].Load()), false})
 	}
 	out = append(out,

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -26,7 +27,7 @@ import (
 // daemon with a kernel TUN (configured by wg) whose AllowedIPs route the
 // far namespace's subnet through the tunnel; the far namespace, reachable
 // only from the exit's, serves HTTP, TCP echo and UDP echo (helper mode
-// "services").
+// "services") and answers ping.
 
 const (
 	exitTun       = "10.217.0.1"
@@ -66,6 +67,8 @@ func newExitEnv(t *testing.T) *exitEnv {
 	far := newNetns(t)
 	under := connect(t, e.client, e.exitNS, 215, 0)
 	connect(t, e.exitNS, far, 216, 0)
+	// Ping sockets for nobody's group, in the exit's namespace only.
+	e.exitNS.sysctl("net.ipv4.ping_group_range", fmt.Sprintf("'%d %d'", nobodyID, nobodyID))
 
 	h := startHelper(t, far, helperSpec{Mode: "services", Addr: exitFar, Bytes: exitBlobSize, Seed: exitSeed, Timeout: time.Hour})
 	select {
@@ -243,6 +246,12 @@ func TestRootlessExit(t *testing.T) {
 			t.Fatalf("dial a denied address: %v, want connection refused", err)
 		}
 	})
+	t.Run("ping", func(t *testing.T) {
+		out, err := exec.Command("ip", "netns", "exec", e.client.Name, "ping", "-n", "-c", "2", "-W", "5", exitFar).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "2 received") {
+			t.Fatalf("ping %s through the exit: %v\n%s", exitFar, err, out)
+		}
+	})
 	t.Run("counters", func(t *testing.T) {
 		m := e.metrics(t)
 		for _, want := range []string{
@@ -250,6 +259,7 @@ func TestRootlessExit(t *testing.T) {
 			`fipsgo_exit_refused_total{interface="fipsgo0",reason="connect_refused"} 1`,
 			`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="tcp"} 3`,
 			`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="udp"} 1`,
+			`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="icmp"} 1`,
 		} {
 			if !strings.Contains(m, want) {
 				t.Errorf("metrics lack %s", want)

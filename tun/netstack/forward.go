@@ -9,6 +9,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/icmp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 	"gvisor.dev/gvisor/pkg/waiter"
@@ -36,6 +37,11 @@ type Forwarder struct {
 	// took the flow (called Accept); a flow not taken is answered with
 	// an ICMP port unreachable. nil: all are.
 	UDP func(*UDPRequest) bool
+	// Ping is called for each ICMP echo request to an address that is not
+	// the stack's own, on the packet's delivery path: it must not block.
+	// It returns whether it took the request; answer with SendEchoReply.
+	// nil (or false): the request goes unanswered.
+	Ping func(PingRequest) bool
 }
 
 // ErrNotPromiscuous is SetForwarder's error on a Net made without
@@ -72,6 +78,10 @@ func (n *Net) SetForwarder(f Forwarder) error {
 			return f.UDP(&UDPRequest{Src: remoteOf(id), Dst: localOf(id), r: r})
 		})
 		n.stack.SetTransportProtocolHandler(udp.ProtocolNumber, fw.HandlePacket)
+	}
+	if f.Ping != nil {
+		n.stack.SetTransportProtocolHandler(icmp.ProtocolNumber4, n.handlePing(f.Ping, false))
+		n.stack.SetTransportProtocolHandler(icmp.ProtocolNumber6, n.handlePing(f.Ping, true))
 	}
 	return nil
 }
