@@ -48,7 +48,7 @@ func userspaceCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "address", Aliases: []string{"a"}, Usage: "this side's tunnel address, e.g. 10.0.0.2/24 (repeatable; default: the file's Address)"},
 			&cli.StringSliceFlag{Name: "dns", Usage: "name server inside the tunnel (repeatable; default: the file's DNS)"},
 			&cli.StringSliceFlag{Name: "forward", Aliases: []string{"L"}, Usage: "[tcp:|udp:][LOCAL=]REMOTE: accept on LOCAL ([host:]port) and connect to REMOTE (ip:port) inside the tunnel (repeatable)"},
-			&cli.StringSliceFlag{Name: "reverse", Aliases: []string{"R"}, Usage: "REMOTE_PORT=LOCAL: accept TCP inside the tunnel on REMOTE_PORT and connect to LOCAL ([host:]port) here (repeatable)"},
+			&cli.StringSliceFlag{Name: "reverse", Aliases: []string{"R"}, Usage: "[tcp:|udp:]REMOTE_PORT=LOCAL: accept inside the tunnel on REMOTE_PORT and connect to LOCAL ([host:]port) here (repeatable)"},
 			&cli.StringFlag{Name: "socks5", Usage: "serve a SOCKS5 proxy (CONNECT, UDP ASSOCIATE) on [host:]port"},
 			&cli.StringFlag{Name: "socks5-auth", Usage: "USER:PASS the SOCKS5 proxy requires (RFC 1929); every local user can read it from the command line, prefer --socks5-auth-file"},
 			&cli.StringFlag{Name: "socks5-auth-file", Usage: "read the SOCKS5 proxy's USER:PASS from this file, which must be yours and mode 0600 or stricter"},
