@@ -41,6 +41,12 @@ type Options struct {
 	// TCPIdleTimeout and UDPIdleTimeout end flows that moved nothing for
 	// that long.
 	TCPIdleTimeout, UDPIdleTimeout time.Duration
+	// BufferBudget is what the TCP flows' netstack buffers may hold
+	// together, per direction (default DefaultBufferBudget); see
+	// bufferShare. SendBufferMax and ReceiveBufferMax are one flow's
+	// most (the netstack's TCPSendBuffer and TCPReceiveBufferMax; default
+	// the netstack's defaults).
+	BufferBudget, SendBufferMax, ReceiveBufferMax int
 	// ConnectTimeout bounds a host-side TCP connect; the peer's SYN is
 	// answered with a RST when it passes.
 	ConnectTimeout time.Duration
@@ -55,23 +61,29 @@ type Options struct {
 
 // Exit is a running relay on one stack.
 type Exit struct {
-	o     Options
-	caps  *flowCaps
-	logs  logLimit
-	ctx   context.Context
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-	dial  net.Dialer
-	self  map[netip.Addr]bool
-	mu    sync.Mutex
-	flows map[*flow]struct{} // guarded by mu; at most MaxFlows
-	ctr   counters
-	ns    *netstack.Net
-	ping  pingState
+	o      Options
+	caps   *flowCaps
+	logs   logLimit
+	ctx    context.Context
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	dial   net.Dialer
+	self   map[netip.Addr]bool
+	mu     sync.Mutex
+	flows  map[*flow]struct{} // guarded by mu; at most MaxFlows
+	tcpN   int                // guarded by mu: TCP flows in flows
+	shares [2]int             // guarded by mu: the send and receive sizes the TCP flows have
+	ctr    counters
+	ns     *netstack.Net
+	ping   pingState
 }
 
-// flow is one relayed TCP connection or UDP flow; abort ends it.
-type flow struct{ abort func() }
+// flow is one relayed TCP connection, UDP flow or ping mapping; abort
+// ends it, resize (TCP only) sets its netstack buffers.
+type flow struct {
+	abort  func()
+	resize func(send, receive int)
+}
 
 type counters struct {
 	open, opened [3]atomic.Int64 // by protocol: tcp, udp, icmp
@@ -94,6 +106,9 @@ func Start(ns *netstack.Net, o Options) (*Exit, error) {
 	o.TCPIdleTimeout = cmp.Or(o.TCPIdleTimeout, DefaultTCPIdleTimeout)
 	o.UDPIdleTimeout = cmp.Or(o.UDPIdleTimeout, DefaultUDPIdleTimeout)
 	o.ConnectTimeout = cmp.Or(o.ConnectTimeout, DefaultConnectTimeout)
+	o.BufferBudget = cmp.Or(o.BufferBudget, DefaultBufferBudget)
+	o.SendBufferMax = cmp.Or(o.SendBufferMax, netstack.DefaultTCPSendBuffer)
+	o.ReceiveBufferMax = cmp.Or(o.ReceiveBufferMax, netstack.DefaultTCPReceiveBufferMax)
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
@@ -168,6 +183,10 @@ func (e *Exit) track(f *flow, proto int) bool {
 		return false
 	}
 	e.flows[f] = struct{}{}
+	if f.resize != nil {
+		e.tcpN++
+		e.rebalanceLocked(f)
+	}
 	e.wg.Add(1)
 	e.ctr.open[proto].Add(1)
 	e.ctr.opened[proto].Add(1)
@@ -177,26 +196,50 @@ func (e *Exit) track(f *flow, proto int) bool {
 func (e *Exit) untrack(f *flow, proto int, peer string) {
 	e.mu.Lock()
 	delete(e.flows, f)
+	if f.resize != nil {
+		e.tcpN--
+		e.rebalanceLocked(nil)
+	}
 	e.mu.Unlock()
 	e.ctr.open[proto].Add(-1)
 	e.caps.release(peer)
 	e.wg.Done()
 }
 
+// rebalanceLocked gives a new TCP flow (if any) the current shares, and
+// every TCP flow new ones when the shares changed.
+func (e *Exit) rebalanceLocked(added *flow) {
+	want := [2]int{bufferShare(e.o.BufferBudget, e.tcpN, e.o.SendBufferMax), bufferShare(e.o.BufferBudget, e.tcpN, e.o.ReceiveBufferMax)}
+	if want == e.shares {
+		if added != nil {
+			added.resize(want[0], want[1])
+		}
+		return
+	}
+	e.shares = want
+	for f := range e.flows {
+		if f.resize != nil {
+			f.resize(want[0], want[1])
+		}
+	}
+}
+
 // handleTCP answers one SYN: connect on the host first, then complete the
 // peer's handshake, or RST it.
 func (e *Exit) handleTCP(q *netstack.TCPRequest) {
 	target, peer, r := e.admit(q.Src, q.Dst)
+	// Count before the RST goes out: whoever sees the RST may read the
+	// counter.
 	if r != reasonOK {
-		q.Refuse()
 		e.refuse(r, "tcp", q.Src, q.Dst)
+		q.Refuse()
 		return
 	}
 	hc, err := e.dial.DialContext(e.ctx, "tcp", target.String())
 	if err != nil {
 		e.caps.release(peer)
-		q.Refuse()
 		e.refuse(connectReason(err), "tcp", q.Src, target)
+		q.Refuse()
 		return
 	}
 	host := hc.(*net.TCPConn)
@@ -210,7 +253,7 @@ func (e *Exit) handleTCP(q *netstack.TCPRequest) {
 	act.Touch()
 	rl := &relay{a: pc, b: host, abortA: pc.Abort, abortB: func() { abortTCP(host) },
 		inUse: &e.ctr.bufInUse, moved: [2]*atomic.Uint64{&e.ctr.toHost, &e.ctr.toPeer}, touch: act.Touch}
-	f := &flow{abort: rl.abort}
+	f := &flow{abort: rl.abort, resize: pc.SetBufferSizes}
 	if !e.track(f, protoTCP) {
 		e.caps.release(peer)
 		rl.abort()

@@ -163,3 +163,64 @@ func TestReasonNames(t *testing.T) {
 		t.Errorf("out of range: %q", got)
 	}
 }
+
+func TestBufferShare(t *testing.T) {
+	const hi = 6 << 20
+	for _, tc := range []struct{ budget, n, want int }{
+		{64 << 20, 0, hi},
+		{64 << 20, 1, hi},
+		{64 << 20, 10, hi},      // 6.4 MiB each: the most a flow may have
+		{64 << 20, 11, 4 << 20}, // 5.8 MiB rounds down to 4 MiB
+		{64 << 20, 16, 4 << 20}, // exactly 4 MiB
+		{64 << 20, 17, 2 << 20}, // the share changes only when n doubles
+		{64 << 20, 100, 512 << 10},
+		{64 << 20, 1024, 64 << 10},
+		{64 << 20, 100000, minBufferShare}, // never below the floor
+		{1 << 20, 1, 1 << 20},
+	} {
+		if got := bufferShare(tc.budget, tc.n, hi); got != tc.want {
+			t.Errorf("bufferShare(%d, %d) = %d, want %d", tc.budget, tc.n, got, tc.want)
+		}
+	}
+	// Within the floor and the ceiling the shares never exceed the budget.
+	for n := 1; n <= 1024; n++ {
+		if s := bufferShare(64<<20, n, hi); s*n > 64<<20 && s > minBufferShare {
+			t.Fatalf("%d flows of %d bytes exceed the budget", n, s)
+		}
+	}
+}
+
+// TestRebalance: every TCP flow gets the current shares, and all are
+// resized when a new flow halves them.
+func TestRebalance(t *testing.T) {
+	e := &Exit{o: Options{BufferBudget: 4 << 20, SendBufferMax: 2 << 20, ReceiveBufferMax: 4 << 20}, flows: map[*flow]struct{}{}}
+	sizes := map[*flow][2]int{}
+	add := func() *flow {
+		f := &flow{}
+		f.resize = func(s, r int) { sizes[f] = [2]int{s, r} }
+		e.flows[f] = struct{}{}
+		e.tcpN++
+		e.rebalanceLocked(f)
+		return f
+	}
+	a := add()
+	if sizes[a] != [2]int{2 << 20, 4 << 20} {
+		t.Fatalf("one flow: %v, want the maxima", sizes[a])
+	}
+	b := add()
+	if sizes[a] != [2]int{2 << 20, 2 << 20} || sizes[b] != sizes[a] {
+		t.Fatalf("two flows: %v %v, want 2 MiB each way", sizes[a], sizes[b])
+	}
+	udp := &flow{} // not resized
+	e.flows[udp] = struct{}{}
+	c := add()
+	if sizes[c] != [2]int{1 << 20, 1 << 20} || sizes[a] != sizes[c] || sizes[b] != sizes[c] {
+		t.Fatalf("three flows: %v %v %v, want 1 MiB each way", sizes[a], sizes[b], sizes[c])
+	}
+	delete(e.flows, c)
+	e.tcpN--
+	e.rebalanceLocked(nil)
+	if sizes[a] != [2]int{2 << 20, 2 << 20} {
+		t.Fatalf("back to two: %v", sizes[a])
+	}
+}

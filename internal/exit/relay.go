@@ -18,6 +18,36 @@ import (
 // can hold is the two socket buffers on each side plus two relay buffers.
 const relayBufSize = 64 << 10
 
+// The netstack's own TCP buffers are the larger part of a flow: up to
+// TCPSendBuffer (6 MiB) of data for the peer not yet acknowledged, up to
+// TCPReceiveBufferMax (8 MiB) of the peer's data the host side has not
+// taken. One flow may use them all (that is what 8 MiB in flight needs);
+// many flows share a budget per direction instead, so 100 flows do not
+// pin 1.4 GiB.
+const (
+	// DefaultBufferBudget is Options.BufferBudget's default, per direction.
+	DefaultBufferBudget = 64 << 20
+	// minBufferShare is the least a flow is given however many are open.
+	minBufferShare = 64 << 10
+)
+
+// bufferShare is each TCP flow's buffer size in one direction when n
+// flows are open: an equal share of budget, at most hi and at least
+// minBufferShare, rounded down to a power of two so that the shares
+// change (and every open flow is resized) only when the count doubles.
+func bufferShare(budget, n, hi int) int {
+	share := budget / max(n, 1)
+	share = min(max(share, minBufferShare), hi)
+	p := minBufferShare
+	for p*2 <= share {
+		p *= 2
+	}
+	if share >= hi {
+		return hi
+	}
+	return p
+}
+
 // Directions: up is peer to host, down host to peer.
 const (
 	up   = 0

@@ -161,3 +161,18 @@ func (q *UDPRequest) Accept() (net.Conn, error) {
 	}
 	return gonet.NewUDPConn(&wq, ep), nil
 }
+
+// SetBufferSizes sets the connection's send and receive buffer sizes in
+// bytes (0 leaves one as it is). A size set stops the stack's
+// auto-tuning of that buffer; a smaller receive buffer shrinks the
+// window the peer is offered, a smaller send buffer what the stack holds
+// unacknowledged. Window scaling stays as the handshake set it.
+func (c *ForwardedTCPConn) SetBufferSizes(send, receive int) {
+	o := c.ep.SocketOptions()
+	if send > 0 {
+		o.SetSendBufferSize(int64(send), true)
+	}
+	if receive > 0 {
+		o.SetReceiveBufferSize(int64(receive), true)
+	}
+}
