@@ -104,7 +104,7 @@ func startExit(tn *rootless.Netstack, o userspaceOptions) (*exit.Exit, error) {
 	if err != nil {
 		return nil, err
 	}
-	o.notef("exit: relaying the peers' TCP and UDP through this host (flows: %d, %d per peer)", o.exit.maxFlows, o.exit.perPeer)
+	o.notef("exit: relaying the peers' TCP, UDP and ping through this host (flows: %d at once, %d per peer)", o.exit.maxFlows, o.exit.perPeer)
 	return ex, nil
 }
 

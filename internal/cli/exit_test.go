@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/ipc"
 )
 
 func TestParseCIDRs(t *testing.T) {
@@ -61,5 +64,62 @@ func TestPeerTable(t *testing.T) {
 	}
 	if calls != 1 {
 		t.Errorf("status read %d times for four lookups within a second, want 1", calls)
+	}
+}
+
+// The exit's counters are served with the device's on the UAPI socket
+// (what `fips-go show --counters` prints), and its flags are checked.
+func TestUserspaceExitCounters(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "server.conf")
+	if err := os.WriteFile(conf, []byte("[Interface]\nPrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=\nAddress = 10.0.0.1/24\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--exit-allow", "10.0.0.0/8"},
+		{"--exit", "--exit-deny", "bogus"},
+		{"--exit", "--exit-max-flows", "0"},
+	} {
+		err := runUserspaceArgs(context.Background(), newApp(), append([]string{"fips-go", "userspace", "-c", conf, "--socket-dir", "none"}, args...), nil)
+		if err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+	sock := filepath.Join(dir, "sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- runUserspaceArgs(ctx, newApp(), []string{"fips-go", "userspace", "-c", conf, "--socket-dir", sock, "--name", "exit0", "--exit"},
+			func([]net.Addr) { ready <- struct{}{} })
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("userspace --exit exited: %v", err)
+	}
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("userspace --exit returned %v", err)
+		}
+	}()
+	c, err := ipc.Dial(sock, "exit0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctrs, err := c.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, ct := range ctrs {
+		names[ct.Name] = true
+	}
+	for _, want := range []string{"exit_tcp_flows_open", "exit_udp_flows_opened", "exit_bytes_to_host", "exit_relay_buffer_bytes", "exit_refused_denied", "exit_refused_ping_unavailable"} {
+		if !names[want] {
+			t.Errorf("counters lack %s", want)
+		}
 	}
 }
