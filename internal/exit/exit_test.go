@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -51,6 +52,12 @@ func wire(from, to *netstack.Net) {
 // DNS to dns.
 func setup(t testing.TB, dns netip.AddrPort) (*netstack.Net, *Exit) {
 	t.Helper()
+	return setupWith(t, func(o *Options) { o.DNS = []netip.AddrPort{dns} })
+}
+
+// setupWith is setup with the exit's options changed by edit.
+func setupWith(t testing.TB, edit func(*Options)) (*netstack.Net, *Exit) {
+	t.Helper()
 	// The client is promiscuous only so that it takes replies from
 	// 127.0.0.1, which a kernel would drop as martians.
 	client, err := netstack.New(netstack.Options{Addresses: []netip.Addr{clientAddr}, Promiscuous: true})
@@ -66,11 +73,13 @@ func setup(t testing.TB, dns netip.AddrPort) (*netstack.Net, *Exit) {
 	wg.Go(func() { wire(exitNet, client) })
 	// Tests dial only loopback; the rest is to see refusals.
 	pol := NewPolicy(PolicyOptions{Allow: pfx("0.0.0.0/0", "127.0.0.1/32"), Deny: pfx("203.0.113.0/24"), Tunnel: []netip.Addr{exitAddr}})
-	e, err := Start(exitNet, Options{
-		Policy: pol, Tunnel: []netip.Addr{exitAddr}, DNS: []netip.AddrPort{dns},
+	o := Options{
+		Policy: pol, Tunnel: []netip.Addr{exitAddr},
 		PeerOf: func(a netip.Addr) (string, bool) { return "client", a == clientAddr },
 		Logf:   func(string, ...any) {},
-	})
+	}
+	edit(&o)
+	e, err := Start(exitNet, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,4 +303,41 @@ func TestExitPing(t *testing.T) {
 	if n := counter(e, "exit_icmp_flows_opened"); n != 1 {
 		t.Errorf("icmp flows opened %d, want 1", n)
 	}
+}
+
+// TestExitFlowCaps: past the per-peer cap a SYN gets a RST and a datagram
+// is refused, both counted; a flow that ends frees its slot.
+func TestExitFlowCaps(t *testing.T) {
+	srv := listenTCP(t, func(c net.Conn) { io.Copy(io.Discard, c) })
+	client, e := setupWith(t, func(o *Options) { o.MaxFlowsPerPeer = 1 })
+	c, err := client.DialTCPAddrPort(ctx(t), srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.DialTCPAddrPort(ctx(t), srv); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("second flow: %v, want connection refused", err)
+	}
+	if n := e.Refused(ReasonPeerCap); n != 1 {
+		t.Fatalf("peer_flow_cap counted %d, want 1", n)
+	}
+	u, err := client.DialUDPAddrPort(netip.AddrPort{}, netip.MustParseAddrPort("127.0.0.1:9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	u.Write([]byte("x"))
+	// The refusal comes back as an ICMP port unreachable; wait for the
+	// count rather than for time.
+	for e.Refused(ReasonPeerCap) != 2 {
+		time.Sleep(time.Millisecond)
+	}
+	c.Close()
+	for counter(e, "exit_tcp_flows_open") != 0 {
+		time.Sleep(time.Millisecond)
+	}
+	c2, err := client.DialTCPAddrPort(ctx(t), srv)
+	if err != nil {
+		t.Fatalf("after the first flow ended: %v", err)
+	}
+	c2.Close()
 }
