@@ -59,7 +59,7 @@ func (p *exec0) output() string {
 	return p.out.String()
 }
 
-func newExitEnv(t *testing.T) *exitEnv {
+func newExitEnv(t *testing.T, client impl) *exitEnv {
 	t.Helper()
 	requireRoot(t)
 	requireTool(t, "wg")
@@ -132,8 +132,8 @@ func newExitEnv(t *testing.T) *exitEnv {
 		t.Fatalf("the exit did not start:\n%s", e.proc.output())
 	}
 
-	// The client: a fips-go daemon with a kernel TUN, configured by wg.
-	n := startNode(t, e.client, fipsGo(t), netnstest.UniqueName("fexC"))
+	// The client: a daemon with a kernel TUN, configured by wg.
+	n := startNode(t, e.client, client, netnstest.UniqueName("fexC"))
 	n.wg("set", n.iface, "private-key", ck.privFile,
 		"peer", ek.pub, "endpoint", under.v4B.String()+":51820", "allowed-ips", exitTun+"/32,10.216.0.0/24")
 	e.client.Run("ip", "addr", "add", exitClientTun+"/24", "dev", n.iface)
@@ -179,7 +179,7 @@ func (e *exitEnv) metrics(t *testing.T) string {
 }
 
 func TestRootlessExit(t *testing.T) {
-	e := newExitEnv(t)
+	e := newExitEnv(t, fipsGo(t))
 
 	t.Run("tcp-echo-both-ways", func(t *testing.T) {
 		c, err := e.dial(t, exitFar+":7")
@@ -269,4 +269,28 @@ func TestRootlessExit(t *testing.T) {
 			t.Logf("metrics:\n%s", m)
 		}
 	})
+}
+
+// The same exit with wireguard-go as the client.
+func TestRootlessExitWireguardGoClient(t *testing.T) {
+	e := newExitEnv(t, wireguardGo(t))
+	c, err := e.dial(t, exitFar+":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := echoStream(c, exitSeed+2, exitBlobSize); err != nil {
+		t.Fatal(err)
+	}
+	var u net.Conn
+	inNetns(t, e.client, func() { u, err = net.Dial("udp", exitFar+":7") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if err := udpRoundTrip(u, []byte("datagram from wireguard-go")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.dial(t, exitFar+":81"); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial a closed port: %v, want connection refused", err)
+	}
 }
