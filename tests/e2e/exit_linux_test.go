@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/internal/netnstest"
+	"golang.org/x/net/dns/dnsmessage"
 )
 
 // The rootless exit end to end: `fips-go userspace -c server.conf --exit`
@@ -27,7 +29,7 @@ import (
 // daemon with a kernel TUN (configured by wg) whose AllowedIPs route the
 // far namespace's subnet through the tunnel; the far namespace, reachable
 // only from the exit's, serves HTTP, TCP echo and UDP echo (helper mode
-// "services") and answers ping.
+// "services") and answers ping and DNS: the exit's host resolver.
 
 const (
 	exitTun       = "10.217.0.1"
@@ -62,7 +64,7 @@ func (p *exec0) output() string {
 func newExitEnv(t *testing.T, client impl) *exitEnv {
 	t.Helper()
 	requireRoot(t)
-	requireTool(t, "wg")
+	requireTool(t, "wg", "setpriv")
 	e := &exitEnv{t: t, client: newNetns(t), exitNS: newNetns(t)}
 	far := newNetns(t)
 	under := connect(t, e.client, e.exitNS, 215, 0)
@@ -94,15 +96,28 @@ func newExitEnv(t *testing.T, client impl) *exitEnv {
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	re := &rootlessEnv{t: t, client: e.exitNS, dir: dir, bin: bin}
-	cmd := re.nobody("userspace", "-c", conf, "--socket-dir", "none", "--exit",
+	// The exit's host resolver is the far namespace's DNS server: `ip
+	// netns exec` mounts /etc/netns/NAME/resolv.conf over the host's.
+	etc := filepath.Join("/etc/netns", e.exitNS.Name)
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(etc) })
+	if err := os.WriteFile(filepath.Join(etc, "resolv.conf"), []byte("nameserver "+exitFar+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("ip", "netns", "exec", e.exitNS.Name,
+		"setpriv", fmt.Sprintf("--reuid=%d", nobodyID), fmt.Sprintf("--regid=%d", nobodyID), "--clear-groups",
+		bin, "userspace", "-c", conf, "--socket-dir", "none", "--exit",
 		"--exit-deny", exitDenied, "--metrics", exitMetrics)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + dir}
 	e.proc = &exec0{}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	inNetns(t, e.exitNS, func() { err = cmd.Start() })
+	err = cmd.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,13 +267,26 @@ func TestRootlessExit(t *testing.T) {
 			t.Fatalf("ping %s through the exit: %v\n%s", exitFar, err, out)
 		}
 	})
+	t.Run("dns-by-name", func(t *testing.T) {
+		var u net.Conn
+		var err error
+		inNetns(t, e.client, func() { u, err = net.Dial("udp", exitTun+":53") })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		a, err := lookupA(u, rootlessName)
+		if err != nil || a.String() != exitFar {
+			t.Fatalf("%s through the exit's DNS: %v, %v; want %s", rootlessName, a, err, exitFar)
+		}
+	})
 	t.Run("counters", func(t *testing.T) {
 		m := e.metrics(t)
 		for _, want := range []string{
 			`fipsgo_exit_refused_total{interface="fipsgo0",reason="denied"} 1`,
 			`fipsgo_exit_refused_total{interface="fipsgo0",reason="connect_refused"} 1`,
 			`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="tcp"} 3`,
-			`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="udp"} 1`,
+			`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="udp"} 2`, // the echo and DNS
 			`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="icmp"} 1`,
 		} {
 			if !strings.Contains(m, want) {
@@ -293,4 +321,52 @@ func TestRootlessExitWireguardGoClient(t *testing.T) {
 	if _, err := e.dial(t, exitFar+":81"); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("dial a closed port: %v, want connection refused", err)
 	}
+}
+
+// lookupA asks the DNS server u is connected to for name's A record.
+func lookupA(u net.Conn, name string) (netip.Addr, error) {
+	q := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 4711, RecursionDesired: true})
+	err := q.StartQuestions()
+	if err == nil {
+		err = q.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
+	}
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	msg, err := q.Finish()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	b := make([]byte, 1500)
+	for range 10 {
+		u.Write(msg)
+		u.SetReadDeadline(time.Now().Add(time.Second))
+		n, err := u.Read(b)
+		if err != nil {
+			continue
+		}
+		var p dnsmessage.Parser
+		if _, err := p.Start(b[:n]); err != nil {
+			return netip.Addr{}, err
+		}
+		if err := p.SkipAllQuestions(); err != nil {
+			return netip.Addr{}, err
+		}
+		for {
+			h, err := p.AnswerHeader()
+			if err != nil {
+				return netip.Addr{}, fmt.Errorf("no A record: %w", err)
+			}
+			if h.Type != dnsmessage.TypeA {
+				p.SkipAnswer()
+				continue
+			}
+			r, err := p.AResource()
+			if err != nil {
+				return netip.Addr{}, err
+			}
+			return netip.AddrFrom4(r.A), nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("no answer in 10 tries")
 }
