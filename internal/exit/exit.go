@@ -127,13 +127,15 @@ func Start(ns *netstack.Net, o Options) (*Exit, error) {
 	e.ctx, e.stop = context.WithCancel(context.Background())
 	err := ns.SetForwarder(netstack.Forwarder{TCP: e.handleTCP, UDP: e.handleUDP, Ping: e.handlePing, MaxPendingTCP: min(o.MaxFlows, netstack.DefaultMaxPendingTCP)})
 	if err != nil {
+		e.stop()
 		return nil, err
 	}
 	return e, nil
 }
 
-// Close ends every flow and waits for them. The stack keeps accepting
-// SYNs until it closes; they are refused.
+// Close ends every flow and waits for them and for the SYNs being
+// answered. The stack keeps taking packets until it closes; new flows
+// are refused (ReasonClosing).
 func (e *Exit) Close() {
 	e.stop()
 	e.mu.Lock()
@@ -157,7 +159,7 @@ func (e *Exit) refuse(r Reason, proto string, src, dst netip.AddrPort) {
 // refusal.
 func (e *Exit) admit(src, dst netip.AddrPort) (target netip.AddrPort, peer string, r Reason) {
 	if e.ctx.Err() != nil {
-		return target, "", ReasonTotalCap
+		return target, "", ReasonClosing
 	}
 	peer, ok := e.o.PeerOf(src.Addr())
 	if !ok {
@@ -173,6 +175,19 @@ func (e *Exit) admit(src, dst netip.AddrPort) (target netip.AddrPort, peer strin
 		return target, "", r
 	}
 	return target, peer, reasonOK
+}
+
+// enter registers a SYN's handler, which may wait for a connect, so that
+// Close waits for it; false once Close has begun. Close cancels e.ctx
+// before it takes e.mu, so no handler enters after Close waits.
+func (e *Exit) enter() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ctx.Err() != nil {
+		return false
+	}
+	e.wg.Add(1)
+	return true
 }
 
 // track registers f so Close can end it, or reports that the exit closed.
@@ -227,6 +242,12 @@ func (e *Exit) rebalanceLocked(added *flow) {
 // handleTCP answers one SYN: connect on the host first, then complete the
 // peer's handshake, or RST it.
 func (e *Exit) handleTCP(q *netstack.TCPRequest) {
+	if !e.enter() {
+		e.refuse(ReasonClosing, "tcp", q.Src, q.Dst)
+		q.Refuse()
+		return
+	}
+	defer e.wg.Done()
 	target, peer, r := e.admit(q.Src, q.Dst)
 	// Count before the RST goes out: whoever sees the RST may read the
 	// counter.

@@ -341,3 +341,25 @@ func TestExitFlowCaps(t *testing.T) {
 	}
 	c2.Close()
 }
+
+// TestExitCloseEndsFlows: Close resets the flows it carries and refuses
+// new ones.
+func TestExitCloseEndsFlows(t *testing.T) {
+	srv := listenTCP(t, func(c net.Conn) { io.Copy(io.Discard, c) })
+	client, e := setup(t, netip.AddrPort{})
+	c, err := client.DialTCPAddrPort(ctx(t), srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	e.Close()
+	if _, err := io.ReadAll(c); err == nil {
+		t.Fatal("a flow open at Close ended cleanly, want a reset")
+	}
+	if _, err := client.DialTCPAddrPort(ctx(t), srv); err == nil {
+		t.Fatal("a flow opened after Close")
+	}
+	if n := e.Refused(ReasonClosing); n != 1 {
+		t.Fatalf("closing refusals %d, want 1", n)
+	}
+}

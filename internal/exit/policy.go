@@ -25,6 +25,7 @@ const (
 	ReasonUnreachable            // the host has no route to the destination
 	ReasonConnError              // any other connect or socket error
 	ReasonPingUnavailable        // no unprivileged ICMP sockets on this host
+	ReasonClosing                // the exit is shutting down
 	numReasons
 )
 
@@ -35,7 +36,7 @@ var reasonNames = [numReasons]string{
 	ReasonPeerCap: "peer_flow_cap", ReasonTotalCap: "flow_cap",
 	ReasonConnRefused: "connect_refused", ReasonConnTimeout: "connect_timeout",
 	ReasonUnreachable: "unreachable", ReasonConnError: "connect_error",
-	ReasonPingUnavailable: "ping_unavailable",
+	ReasonPingUnavailable: "ping_unavailable", ReasonClosing: "closing",
 }
 
 func (r Reason) String() string {
