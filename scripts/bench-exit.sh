@@ -14,8 +14,10 @@
 # client, iperf3 -R) and up, 100 streams down (iperf3 -P 100), each with
 # throughput and CPU-seconds per GB of the exit process; then a slow
 # receiver: the client downloads 256 MiB at 25 MB/s (curl --limit-rate)
-# from a far server that sends as fast as it can, and the exit's peak RSS
-# is taken before the iperf3 cases raise it.
+# from a far server that sends as fast as it can, and the reverse (the
+# client sends 256 MiB as fast as it can to a far reader that takes 25
+# MB/s); the exit's peak RSS is taken after each, before the iperf3 cases
+# raise it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-5}"
@@ -115,10 +117,41 @@ slow_receiver() { # variant
   printf '| %-8s | %-22s | %s bytes in %.1f s, exit peak RSS %s MiB |\n' "$1" "slow receiver (25 MB/s)" "$got" "$(echo "$t1 - $t0" | bc -l)" "$rss"
 }
 
+slow_sender_side() { # variant: the client sends 256 MiB as fast as it can to a far reader that takes 25 MB/s
+  ip netns exec $NF python3 -c '
+import socket, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.86.0.2", 9000)); s.listen(1); c, _ = s.accept()
+t0, got = time.time(), 0
+while True:
+    b = c.recv(65536)
+    if not b: break
+    got += len(b)
+    ahead = got / 25e6 - (time.time() - t0)
+    if ahead > 0: time.sleep(ahead)
+' &
+  local srv=$!
+  sleep 0.5
+  local t0 t1
+  t0=$(date +%s.%N)
+  ip netns exec $NC python3 -c '
+import socket
+c = socket.create_connection(("10.86.0.2", 9000)); b = bytes(1 << 20)
+for _ in range(256): c.sendall(b)
+c.close()
+'
+  wait $srv || true
+  t1=$(date +%s.%N)
+  local rss
+  rss=$(awk '/VmHWM/{printf "%.1f", $2 / 1024}' /proc/$PG/status)
+  printf '| %-8s | %-22s | 268435456 bytes in %.1f s, exit peak RSS %s MiB |\n' "$1" "slow host reader (25 MB/s)" "$(echo "$t1 - $t0" | bc -l)" "$rss"
+}
+
 echo "| exit     | case                   | throughput    | CPU/GB (exit) |"
 for variant in ${VARIANTS:-kernel rootless}; do
   setup $variant
   slow_receiver $variant
+  slow_sender_side $variant
   run_case $variant "1 stream down" -R
   run_case $variant "1 stream up"
   run_case $variant "100 streams down" -R -P 100
