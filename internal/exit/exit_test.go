@@ -19,8 +19,10 @@ import (
 )
 
 var (
-	clientAddr = netip.MustParseAddr("10.0.0.2")
-	exitAddr   = netip.MustParseAddr("10.0.0.1")
+	clientAddr  = netip.MustParseAddr("10.0.0.2")
+	exitAddr    = netip.MustParseAddr("10.0.0.1")
+	clientAddr6 = netip.MustParseAddr("fd00::2")
+	exitAddr6   = netip.MustParseAddr("fd00::1")
 )
 
 // wire moves packets from one stack to the other until Read fails, as
@@ -60,11 +62,11 @@ func setupWith(t testing.TB, edit func(*Options)) (*netstack.Net, *Exit) {
 	t.Helper()
 	// The client is promiscuous only so that it takes replies from
 	// 127.0.0.1, which a kernel would drop as martians.
-	client, err := netstack.New(netstack.Options{Addresses: []netip.Addr{clientAddr}, Promiscuous: true})
+	client, err := netstack.New(netstack.Options{Addresses: []netip.Addr{clientAddr, clientAddr6}, Promiscuous: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	exitNet, err := netstack.New(netstack.Options{Addresses: []netip.Addr{exitAddr}, Promiscuous: true})
+	exitNet, err := netstack.New(netstack.Options{Addresses: []netip.Addr{exitAddr, exitAddr6}, Promiscuous: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,10 +74,10 @@ func setupWith(t testing.TB, edit func(*Options)) (*netstack.Net, *Exit) {
 	wg.Go(func() { wire(client, exitNet) })
 	wg.Go(func() { wire(exitNet, client) })
 	// Tests dial only loopback; the rest is to see refusals.
-	pol := NewPolicy(PolicyOptions{Allow: pfx("0.0.0.0/0", "127.0.0.1/32"), Deny: pfx("203.0.113.0/24"), Tunnel: []netip.Addr{exitAddr}})
+	pol := NewPolicy(PolicyOptions{Allow: pfx("0.0.0.0/0", "127.0.0.1/32", "::1/128"), Deny: pfx("203.0.113.0/24"), Tunnel: []netip.Addr{exitAddr, exitAddr6}})
 	o := Options{
-		Policy: pol, Tunnel: []netip.Addr{exitAddr},
-		PeerOf: func(a netip.Addr) (string, bool) { return "client", a == clientAddr },
+		Policy: pol, Tunnel: []netip.Addr{exitAddr, exitAddr6},
+		PeerOf: func(a netip.Addr) (string, bool) { return "client", a == clientAddr || a == clientAddr6 },
 		Logf:   func(string, ...any) {},
 	}
 	edit(&o)
@@ -361,5 +363,59 @@ func TestExitCloseEndsFlows(t *testing.T) {
 	}
 	if n := e.Refused(ReasonClosing); n != 1 {
 		t.Fatalf("closing refusals %d, want 1", n)
+	}
+}
+
+// TestExitIPv6: TCP and UDP to the host's ::1 (named in the allow list).
+func TestExitIPv6(t *testing.T) {
+	ln, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	pc, err := net.ListenPacket("udp", "[::1]:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	go func() {
+		b := make([]byte, 2048)
+		for {
+			n, from, err := pc.ReadFrom(b)
+			if err != nil {
+				return
+			}
+			pc.WriteTo(b[:n], from)
+		}
+	}()
+	client, _ := setup(t, netip.AddrPort{})
+	c, err := client.DialTCPAddrPort(ctx(t), ln.Addr().(*net.TCPAddr).AddrPort())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "over IPv6")
+	got := make([]byte, 9)
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "over IPv6" {
+		t.Fatalf("tcp echo %q, %v", got, err)
+	}
+	u, err := client.DialUDPAddrPort(netip.AddrPort{}, pc.LocalAddr().(*net.UDPAddr).AddrPort())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	u.Write([]byte("datagram"))
+	n, err := u.Read(got)
+	if err != nil || string(got[:n]) != "datagram" {
+		t.Fatalf("udp echo %q, %v", got[:n], err)
 	}
 }
