@@ -135,13 +135,24 @@ func (q *TCPRequest) Refuse() {
 // ForwardedTCPConn is an accepted TCPRequest's connection.
 type ForwardedTCPConn struct {
 	*gonet.TCPConn
-	ep tcpip.Endpoint
+	ep    tcpip.Endpoint
+	close sync.Once // the first of Close and Abort wins; the rest do nothing
 }
 
-// Abort resets the connection (the peer gets a RST) and closes it.
+// Abort resets the connection (the peer gets a RST) and closes it,
+// unless it was closed already.
 func (c *ForwardedTCPConn) Abort() {
-	c.ep.Abort()
-	c.TCPConn.Close()
+	c.close.Do(func() {
+		c.ep.Abort()
+		c.TCPConn.Close()
+	})
+}
+
+// Close closes the connection (FIN), unless it was aborted or closed
+// already.
+func (c *ForwardedTCPConn) Close() error {
+	c.close.Do(func() { c.TCPConn.Close() })
+	return nil
 }
 
 // UDPRequest is the first datagram of a flow from Src to Dst.
