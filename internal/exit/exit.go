@@ -326,17 +326,43 @@ func (e *Exit) handleUDP(q *netstack.UDPRequest) bool {
 		act.Touch()
 		stop := make(chan struct{})
 		go proxy.CloseWhenIdle(e.ctx, &act, e.o.UDPIdleTimeout, stop, closeBoth)
+		// A DNS flow ends once every query has its answer instead of
+		// holding a socket for the idle timeout.
+		var dns *dnsFlow
+		if q.Dst.Port() == 53 || target.Port() == 53 {
+			dns = &dnsFlow{}
+		}
 		var wg sync.WaitGroup
-		wg.Go(func() { e.pumpUDP(hc, pc, &act, &e.ctr.toPeer, closeBoth) })
-		e.pumpUDP(pc, hc, &act, &e.ctr.toHost, closeBoth)
+		wg.Go(func() { e.pumpUDP(hc, pc, &act, &e.ctr.toPeer, closeBoth, dns.answered) })
+		e.pumpUDP(pc, hc, &act, &e.ctr.toHost, closeBoth, dns.asked)
 		wg.Wait()
 		close(stop)
 	}()
 	return true
 }
 
-// pumpUDP moves datagrams from src to dst until either closes.
-func (e *Exit) pumpUDP(src, dst net.Conn, act *proxy.Activity, moved *atomic.Uint64, closeBoth func()) {
+// dnsFlow counts a DNS flow's queries and answers. A nil *dnsFlow (not
+// DNS) never ends its flow.
+type dnsFlow struct{ queries, answers atomic.Int64 }
+
+// asked counts a query; it never ends the flow.
+func (d *dnsFlow) asked() bool {
+	if d != nil {
+		d.queries.Add(1)
+	}
+	return false
+}
+
+// answered counts an answer and says whether every query has one.
+func (d *dnsFlow) answered() bool {
+	return d != nil && d.answers.Add(1) >= d.queries.Load()
+}
+
+// pumpUDP moves datagrams from src to dst until either closes, or until
+// last, called for each datagram before it is passed on, says it is the
+// flow's last. (Counting a query before it leaves keeps its answer from
+// being counted first.)
+func (e *Exit) pumpUDP(src, dst net.Conn, act *proxy.Activity, moved *atomic.Uint64, closeBoth func(), last func() bool) {
 	defer closeBoth()
 	buf := make([]byte, udpBufSize)
 	for {
@@ -350,10 +376,14 @@ func (e *Exit) pumpUDP(src, dst net.Conn, act *proxy.Activity, moved *atomic.Uin
 			return
 		}
 		act.Touch()
+		end := last()
 		e.ctr.bufInUse.Add(int64(n))
 		if _, err := dst.Write(buf[:n]); err == nil {
 			moved.Add(uint64(n))
 		}
 		e.ctr.bufInUse.Add(-int64(n))
+		if end {
+			return
+		}
 	}
 }

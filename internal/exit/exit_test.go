@@ -247,7 +247,8 @@ func TestExitRefusals(t *testing.T) {
 }
 
 // TestExitUDP: a round trip to a host UDP echo server, and DNS sent to
-// the exit's tunnel address relayed to the host's resolver.
+// the exit's tunnel address relayed to the host's resolver, whose flow
+// ends with the answer.
 func TestExitUDP(t *testing.T) {
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -281,6 +282,11 @@ func TestExitUDP(t *testing.T) {
 	}
 	if n := counter(e, "exit_udp_flows_opened"); n != 2 {
 		t.Errorf("udp flows opened %d, want 2", n)
+	}
+	// The DNS flow ends with its answer; the other waits for its idle
+	// timeout.
+	for counter(e, "exit_udp_flows_open") != 1 {
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -224,3 +224,19 @@ func TestRebalance(t *testing.T) {
 		t.Fatalf("back to two: %v", sizes[a])
 	}
 }
+
+func TestDNSFlowEndsWithItsAnswers(t *testing.T) {
+	var notDNS *dnsFlow
+	if notDNS.asked() || notDNS.answered() {
+		t.Fatal("a flow that is not DNS ended")
+	}
+	d := &dnsFlow{}
+	d.asked()
+	d.asked() // A and AAAA from one socket
+	if d.answered() {
+		t.Fatal("ended with one of two answers")
+	}
+	if !d.answered() {
+		t.Fatal("both answered but the flow goes on")
+	}
+}
