@@ -45,17 +45,17 @@ type exitEnv struct {
 	t          *testing.T
 	client     *netns
 	exitNS     *netns
-	proc       *exec0
+	proc       *exitOutput
 	clientNode *node
 }
 
-// exec0 is the exit process and its output.
-type exec0 struct {
+// exitOutput is what the exit process wrote.
+type exitOutput struct {
 	mu  sync.Mutex
 	out bytes.Buffer
 }
 
-func (p *exec0) output() string {
+func (p *exitOutput) output() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.out.String()
@@ -112,7 +112,7 @@ func newExitEnv(t *testing.T, client impl) *exitEnv {
 		"--exit-deny", exitDenied, "--metrics", exitMetrics)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + dir}
-	e.proc = &exec0{}
+	e.proc = &exitOutput{}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
