@@ -32,13 +32,14 @@ import (
 // "services") and answers ping and DNS: the exit's host resolver.
 
 const (
-	exitTun       = "10.217.0.1"
-	exitClientTun = "10.217.0.2"
-	exitFar       = "10.216.0.2" // the far namespace's end of the exit's veth
-	exitDenied    = "10.216.0.99"
-	exitBlobSize  = 32 << 20
-	exitSeed      = 21
-	exitMetrics   = "127.0.0.1:9586"
+	exitTun         = "10.217.0.1"
+	exitClientTun   = "10.217.0.2"
+	exitFar         = "10.216.0.2" // the far namespace's end of the exit's veth
+	exitDenied      = "10.216.0.99"
+	exitUnreachable = "10.216.0.77"
+	exitBlobSize    = 32 << 20
+	exitSeed        = 21
+	exitMetrics     = "127.0.0.1:9586"
 )
 
 type exitEnv struct {
@@ -261,6 +262,14 @@ func TestRootlessExit(t *testing.T) {
 			t.Fatalf("dial a denied address: %v, want connection refused", err)
 		}
 	})
+	t.Run("unreachable", func(t *testing.T) {
+		// No host answers ARP for it on the exit's veth: the exit's
+		// connect fails with EHOSTUNREACH after the kernel gives up.
+		_, err := e.dial(t, exitUnreachable+":80")
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("dial an unreachable address: %v, want connection refused (a RST)", err)
+		}
+	})
 	t.Run("ping", func(t *testing.T) {
 		out, err := exec.Command("ip", "netns", "exec", e.client.Name, "ping", "-n", "-c", "2", "-W", "5", exitFar).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "2 received") {
@@ -285,6 +294,7 @@ func TestRootlessExit(t *testing.T) {
 		for _, want := range []string{
 			`fipsgo_exit_refused_total{interface="fipsgo0",reason="denied"} 1`,
 			`fipsgo_exit_refused_total{interface="fipsgo0",reason="connect_refused"} 1`,
+			`fipsgo_exit_refused_total{interface="fipsgo0",reason="unreachable"} 1`,
 			`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="tcp"} 3`,
 			`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="udp"} 2`, // the echo and DNS
 			`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="icmp"} 1`,
