@@ -67,10 +67,15 @@ func inheritedMetricsListener() (*net.TCPListener, error) {
 // startMetrics serves src's metrics if an address was given; the returned
 // stop is never nil.
 func startMetrics(mc metricsConfig, iface string, src metrics.Source, logf func(string, ...any)) (stop func(), err error) {
+	return startMetricsWith(mc, metrics.Options{Interface: iface, MaxPeers: mc.maxPeers}, src, logf)
+}
+
+// startMetricsWith is startMetrics with the collector's options given.
+func startMetricsWith(mc metricsConfig, mo metrics.Options, src metrics.Source, logf func(string, ...any)) (stop func(), err error) {
 	if mc.addr == "" && mc.ln == nil {
 		return func() {}, nil
 	}
-	h := metrics.NewHandler(metrics.NewCollector(src, metrics.Options{Interface: iface, MaxPeers: mc.maxPeers}))
+	h := metrics.NewHandler(metrics.NewCollector(src, mo))
 	ln := mc.ln
 	if ln == nil {
 		if ln, err = metrics.ListenTCP(mc.addr); err != nil {

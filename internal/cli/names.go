@@ -21,6 +21,9 @@ type namedDevice struct {
 	*device.Device
 	names *dnsfollow.Table
 	rel   *releaser
+	// extra, when set, adds counters of the mode's own (the rootless
+	// exit's) to Status.
+	extra func() []device.Counter
 }
 
 var _ ipc.NamesHandler = namedDevice{}
@@ -43,6 +46,9 @@ func (n namedDevice) Apply(cfg *device.Config) error {
 // too (see releaser).
 func (n namedDevice) Status() device.Status {
 	st := n.Device.Status()
+	if n.extra != nil {
+		st.Counters = append(st.Counters, n.extra()...)
+	}
 	if len(st.Peers) >= bigApply {
 		n.rel.soon()
 	}
@@ -103,7 +109,7 @@ func followNames(d *device.Device, initial map[noise.PublicKey]string, logf func
 		defer close(done)
 		dnsfollow.Run(ctx, d, t.Snapshot, dnsfollow.Options{Logf: logf, Changed: t.Changed()})
 	}()
-	return namedDevice{d, t, new(releaser)}, func() { cancel(); <-done }, nil
+	return namedDevice{Device: d, names: t, rel: new(releaser)}, func() { cancel(); <-done }, nil
 }
 
 // sendNames hands a config file's endpoint names to the daemon after its

@@ -40,10 +40,18 @@ func parseForward(s string) (rootless.Forward, error) {
 
 // parseReverse reads -R REMOTE_PORT=LOCAL.
 func parseReverse(s string) (rootless.Reverse, error) {
-	port, local, ok := strings.Cut(s, "=")
+	var r rootless.Reverse
+	rest := s
+	if v, ok := strings.CutPrefix(rest, "udp:"); ok {
+		r.UDP, rest = true, v
+	} else {
+		rest = strings.TrimPrefix(rest, "tcp:")
+	}
+	port, local, ok := strings.Cut(rest, "=")
 	p, err := strconv.ParseUint(port, 10, 16)
 	if !ok || err != nil || p == 0 || local == "" {
-		return rootless.Reverse{}, fmt.Errorf("-R %q: want REMOTE_PORT=LOCAL, e.g. 8080=127.0.0.1:80", s)
+		return rootless.Reverse{}, fmt.Errorf("-R %q: want [tcp:|udp:]REMOTE_PORT=LOCAL, e.g. 8080=127.0.0.1:80", s)
 	}
-	return rootless.Reverse{Port: uint16(p), Local: proxy.LoopbackDefault(local)}, nil
+	r.Port, r.Local = uint16(p), proxy.LoopbackDefault(local)
+	return r, nil
 }

@@ -38,7 +38,13 @@ func TestParseForward(t *testing.T) {
 	if r, err := parseReverse("9000=8080"); err != nil || r != (rootless.Reverse{Port: 9000, Local: "127.0.0.1:8080"}) {
 		t.Errorf("reverse: %+v %v", r, err)
 	}
-	for _, bad := range []string{"9000", "0=80", "x=80", "70000=80", "9000="} {
+	if r, err := parseReverse("tcp:9000=8080"); err != nil || r != (rootless.Reverse{Port: 9000, Local: "127.0.0.1:8080"}) {
+		t.Errorf("reverse tcp: %+v %v", r, err)
+	}
+	if r, err := parseReverse("udp:5353=10.1.1.1:53"); err != nil || r != (rootless.Reverse{UDP: true, Port: 5353, Local: "10.1.1.1:53"}) {
+		t.Errorf("reverse udp: %+v %v", r, err)
+	}
+	for _, bad := range []string{"9000", "0=80", "x=80", "70000=80", "9000=", "udp:9000", "sctp:9000=80"} {
 		if _, err := parseReverse(bad); err == nil {
 			t.Errorf("-R %q accepted", bad)
 		}
@@ -88,6 +94,22 @@ func TestUserspaceNetstackModes(t *testing.T) {
 	}
 	defer local.Close()
 	go acceptEcho(local)
+	// And one for -R udp.
+	ulocal, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ulocal.Close()
+	go func() {
+		b := make([]byte, 2048)
+		for {
+			n, from, err := ulocal.ReadFrom(b)
+			if err != nil {
+				return
+			}
+			ulocal.WriteTo(b[:n], from)
+		}
+	}()
 
 	near, err := newBenchNode(netip.MustParseAddr("10.0.0.9"), 1420)
 	if err != nil {
@@ -109,7 +131,7 @@ func TestUserspaceNetstackModes(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- runUserspaceArgs(ctx, newApp(), []string{"fips-go", "userspace", "-c", conf, "--socket-dir", "none",
-			"-L", "udp:127.0.0.1:0=10.0.0.1:7", "-R", "9000=" + local.Addr().String(), "--socks5", "127.0.0.1:0"},
+			"-L", "udp:127.0.0.1:0=10.0.0.1:7", "-R", "9000=" + local.Addr().String(), "-R", "udp:9001=" + ulocal.LocalAddr().String(), "--socks5", "127.0.0.1:0"},
 			func(a []net.Addr) { ready <- a })
 	}()
 	var locals []net.Addr
@@ -138,6 +160,16 @@ func TestUserspaceNetstackModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectEcho(t, rc, "through -R")
+	// -R udp: a datagram from inside the tunnel reaches the local echo
+	// and its reply comes back.
+	ru, err := far.ns.DialUDPAddrPort(netip.AddrPort{}, netip.MustParseAddrPort("10.0.0.2:9001"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ru.Close()
+	if !udpEchoes(ru, "through -R udp") {
+		t.Fatal("no echo through -R udp")
+	}
 	// SOCKS5 CONNECT by name.
 	sc, err := net.Dial("tcp", locals[1].String())
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/metrics"
 	"github.com/fips-go/fips-go/internal/proxy"
 	"github.com/fips-go/fips-go/internal/rootless"
 	"github.com/fips-go/fips-go/ipc"
@@ -37,6 +38,8 @@ func userspaceCommand() *cli.Command {
 			"  fips-go userspace -c wg0.conf --socks5 1080 --http 8080\n" +
 			"Example: reach 10.0.0.1:80 inside the tunnel at 127.0.0.1:8080 on this machine:\n" +
 			"  fips-go userspace -c wg0.conf -L 127.0.0.1:8080=10.0.0.1:80\n" +
+			"Example: a WireGuard server whose peers reach the internet through this host, without root:\n" +
+			"  fips-go userspace -c server.conf --exit\n" +
 			"Listeners bind to loopback unless an address is named.\n" +
 			"The config file is wg-quick(8)'s format: [Interface] PrivateKey, Address, DNS, MTU, ListenPort; [Peer] ...\n" +
 			"A UAPI socket is served in --socket-dir, so `WG_SOCKET_DIR=DIR fips-go show NAME` works.",
@@ -45,7 +48,7 @@ func userspaceCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "address", Aliases: []string{"a"}, Usage: "this side's tunnel address, e.g. 10.0.0.2/24 (repeatable; default: the file's Address)"},
 			&cli.StringSliceFlag{Name: "dns", Usage: "name server inside the tunnel (repeatable; default: the file's DNS)"},
 			&cli.StringSliceFlag{Name: "forward", Aliases: []string{"L"}, Usage: "[tcp:|udp:][LOCAL=]REMOTE: accept on LOCAL ([host:]port) and connect to REMOTE (ip:port) inside the tunnel (repeatable)"},
-			&cli.StringSliceFlag{Name: "reverse", Aliases: []string{"R"}, Usage: "REMOTE_PORT=LOCAL: accept TCP inside the tunnel on REMOTE_PORT and connect to LOCAL ([host:]port) here (repeatable)"},
+			&cli.StringSliceFlag{Name: "reverse", Aliases: []string{"R"}, Usage: "[tcp:|udp:]REMOTE_PORT=LOCAL: accept inside the tunnel on REMOTE_PORT and connect to LOCAL ([host:]port) here (repeatable)"},
 			&cli.StringFlag{Name: "socks5", Usage: "serve a SOCKS5 proxy (CONNECT, UDP ASSOCIATE) on [host:]port"},
 			&cli.StringFlag{Name: "socks5-auth", Usage: "USER:PASS the SOCKS5 proxy requires (RFC 1929); every local user can read it from the command line, prefer --socks5-auth-file"},
 			&cli.StringFlag{Name: "socks5-auth-file", Usage: "read the SOCKS5 proxy's USER:PASS from this file, which must be yours and mode 0600 or stricter"},
@@ -58,7 +61,7 @@ func userspaceCommand() *cli.Command {
 			&cli.IntFlag{Name: "listen-port", Value: -1, Usage: "UDP port (default: the file's ListenPort, else any)"},
 			&cli.StringFlag{Name: "name", Value: "fipsgo0", Usage: "interface name for the UAPI socket"},
 			&cli.StringFlag{Name: "socket-dir", Usage: "where to put the UAPI socket (default $XDG_RUNTIME_DIR/fips-go or /tmp/fips-go-UID; \"none\" for no socket)"},
-		}, metricsFlags()...),
+		}, append(exitFlags(), metricsFlags()...)...),
 		Action: func(ctx context.Context, c *cli.Command) error {
 			opts, err := userspaceOptionsFrom(c)
 			if err != nil {
@@ -69,7 +72,7 @@ func userspaceCommand() *cli.Command {
 			}
 			if c.Args().Len() > 0 {
 				if opts.netstackMode() {
-					return fmt.Errorf("userspace: --socks5, --http, -L, -R and --ping are netstack modes; they do not combine with -- CMD")
+					return fmt.Errorf("userspace: --socks5, --http, -L, -R, --ping and --exit are netstack modes; they do not combine with -- CMD")
 				}
 				return runUserspaceCmd(opts, c.Args().Slice())
 			}
@@ -90,8 +93,10 @@ type userspaceOptions struct {
 	metrics    metricsConfig
 	settings   settings
 	reverses   []rootless.Reverse
-	socks5     string // listen address, "" for none
-	socks5Auth string // USER:PASS, "" for none
+	exit       exitOptions
+	idleExit   time.Duration // --idle-timeout when given, else 0 (the exit's default)
+	socks5     string        // listen address, "" for none
+	socks5Auth string        // USER:PASS, "" for none
 	httpProxy  string
 	ping       netip.Addr
 	count      int
@@ -205,7 +210,7 @@ func (o *userspaceOptions) applyFile(q *ipc.QuickConfig, c *cli.Command) error {
 
 // netstackMode reports whether a netstack mode was asked for.
 func (o *userspaceOptions) netstackMode() bool {
-	return len(o.forwards)+len(o.reverses) > 0 || o.socks5 != "" || o.httpProxy != "" || o.ping.IsValid()
+	return len(o.forwards)+len(o.reverses) > 0 || o.socks5 != "" || o.httpProxy != "" || o.ping.IsValid() || o.exit.on
 }
 
 // netstackFlags reads the flags of the netstack modes.
@@ -251,13 +256,18 @@ func (o *userspaceOptions) netstackFlags(c *cli.Command) error {
 	if o.maxConns < 1 || o.idle <= 0 || o.count < 1 {
 		return fmt.Errorf("--max-conns, --idle-timeout and --count must be positive")
 	}
-	return nil
+	if c.IsSet("idle-timeout") {
+		o.idleExit = o.idle
+	}
+	x, err := exitOptionsFrom(c)
+	o.exit = x
+	return err
 }
 
 // runUserspace runs the netstack modes until ctx ends.
 func runUserspace(ctx context.Context, o userspaceOptions) error {
 	tn, err := rootless.OpenNetstack(rootless.NetstackOptions{
-		Config: o.cfg, Addresses: o.addrs, MTU: o.mtu, Name: o.name,
+		Config: o.cfg, Addresses: o.addrs, MTU: o.mtu, Name: o.name, Promiscuous: o.exit.on,
 		Device: device.Options{Logf: o.logf}, Bind: o.settings.bind(o.logf),
 	})
 	if err != nil {
@@ -267,7 +277,19 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 	if o.ping.IsValid() {
 		return pingThrough(ctx, tn.Net, o)
 	}
-	stopMetrics, err := startMetrics(o.metrics, o.name, tn.Device, o.logf)
+	mo := metrics.Options{Interface: o.name, MaxPeers: o.metrics.maxPeers}
+	var extra func() []device.Counter
+	if o.exit.on {
+		ex, xerr := startExit(tn, o)
+		if xerr != nil {
+			return xerr
+		}
+		// Runs before tn.Close: the flows end (with RSTs) while the
+		// stack can still send them.
+		defer ex.Close()
+		mo.Extra, extra = exitSamples(ex), exitCounters(ex)
+	}
+	stopMetrics, err := startMetricsWith(o.metrics, mo, tn.Device, o.logf)
 	if err != nil {
 		return err
 	}
@@ -277,6 +299,7 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 		return err
 	}
 	defer stopFollow()
+	h.extra = extra
 	if o.socketDir != "" {
 		l, err := listenUAPI(o, h)
 		if err != nil {

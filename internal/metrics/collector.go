@@ -41,6 +41,18 @@ type Options struct {
 	MaxPeers int
 	// Now is the clock handshake ages are measured with (nil: time.Now).
 	Now func() time.Time
+	// Extra, when set, adds series read on every scrape (the rootless
+	// exit's flows and refusals), each family named fipsgo_NAME, with
+	// the interface label.
+	Extra func() []Sample
+}
+
+// Sample is one series of Options.Extra. Labels are name, value pairs.
+type Sample struct {
+	Name, Help string
+	Gauge      bool
+	Labels     []string
+	Value      uint64
 }
 
 // Collector writes one device's metrics. Its metric families follow the
@@ -101,6 +113,16 @@ func (c *Collector) WritePrometheus(w io.Writer) {
 		}
 	}
 	addSojourn(e, iface, stages, sojourns)
+	if c.opts.Extra != nil {
+		for _, x := range c.opts.Extra() {
+			name := "fipsgo_" + sanitize(x.Name)
+			if x.Gauge {
+				e.gauge(name, x.Help, float64(x.Value), labels(iface, x.Labels...))
+			} else {
+				e.counter(strings.TrimSuffix(name, "_total")+"_total", x.Help, x.Value, labels(iface, x.Labels...))
+			}
+		}
+	}
 	e.writeTo(w)
 }
 

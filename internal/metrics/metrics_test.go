@@ -395,3 +395,28 @@ func TestServerServesAndCloses(t *testing.T) {
 		t.Fatal("still serving after Close")
 	}
 }
+
+func TestExtraSamples(t *testing.T) {
+	c := metrics.NewCollector(fakeExtraSource{}, metrics.Options{Interface: "x", Extra: func() []metrics.Sample {
+		return []metrics.Sample{
+			{Name: "exit_flows_open", Help: "Open.", Gauge: true, Labels: []string{"protocol", "tcp"}, Value: 3},
+			{Name: "exit_refused", Help: "Refused.", Labels: []string{"reason", "denied"}, Value: 2},
+		}
+	}})
+	var b strings.Builder
+	c.WritePrometheus(&b)
+	for _, want := range []string{
+		"# TYPE fipsgo_exit_flows_open gauge\n",
+		`fipsgo_exit_flows_open{interface="x",protocol="tcp"} 3`,
+		"# TYPE fipsgo_exit_refused_total counter\n",
+		`fipsgo_exit_refused_total{interface="x",reason="denied"} 2`,
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+type fakeExtraSource struct{}
+
+func (fakeExtraSource) Stats(int) device.Stats { return device.Stats{} }

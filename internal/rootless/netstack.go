@@ -22,6 +22,9 @@ type NetstackOptions struct {
 	MTU int
 	// Name is the interface's name, as logs and metrics show it.
 	Name string
+	// Promiscuous makes the stack accept packets to any address, for a
+	// forwarder (the exit); see netstack.Options.Promiscuous.
+	Promiscuous bool
 	// Device and Bind are passed to device.New and conn.NewDefault.
 	Device device.Options
 	Bind   conn.Options
@@ -38,7 +41,7 @@ func OpenNetstack(o NetstackOptions) (*Netstack, error) {
 	if o.Config == nil {
 		return nil, errors.New("rootless: no device configuration")
 	}
-	ns, err := netstack.New(netstack.Options{Addresses: o.Addresses, MTU: cmp.Or(o.MTU, netstack.DefaultMTU), Name: o.Name})
+	ns, err := netstack.New(netstack.Options{Addresses: o.Addresses, MTU: cmp.Or(o.MTU, netstack.DefaultMTU), Name: o.Name, Promiscuous: o.Promiscuous})
 	if err != nil {
 		return nil, err
 	}

@@ -25,10 +25,11 @@ type Forward struct {
 	Remote netip.AddrPort // what each connection or flow reaches in the tunnel
 }
 
-// Reverse is a TCP port inside the tunnel to a local address.
+// Reverse is a TCP or UDP port inside the tunnel to a local address.
 type Reverse struct {
+	UDP   bool
 	Port  uint16 // listened on at each of the tunnel's IP families
-	Local string // [host:]port each connection reaches here
+	Local string // [host:]port each connection or flow reaches here
 }
 
 // Options configure the services. The zero value starts none.
@@ -135,6 +136,18 @@ func (s *Services) forwards() error {
 
 func (s *Services) reverses() error {
 	for _, r := range s.o.Reverses {
+		if r.UDP {
+			pcs, err := reverseUDPListeners(s.ns, s.addrs, r.Port)
+			if err != nil {
+				return err
+			}
+			for _, pc := range pcs {
+				s.o.Notef("forwarding udp %v in the tunnel to %s", pc.LocalAddr(), r.Local)
+				s.closers = append(s.closers, func() { pc.Close() })
+				s.wg.Go(func() { serveUDPReverse(s.ctx, pc, r.Local, s.lim, s.o) })
+			}
+			continue
+		}
 		lns, err := reverseListeners(s.ns, s.addrs, r.Port)
 		if err != nil {
 			return err

@@ -2,9 +2,12 @@ package rootless
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 
 	"github.com/fips-go/fips-go/internal/proxy"
 	"github.com/fips-go/fips-go/tun/netstack"
@@ -84,5 +87,102 @@ func udpFlowReplies(pc *net.UDPConn, f *udpFlow, from netip.AddrPort) {
 		}
 		f.act.Touch()
 		pc.WriteToUDPAddrPort(buf[:n], from)
+	}
+}
+
+// reverseUDPListeners opens port on each IP family the tunnel has.
+func reverseUDPListeners(ns *netstack.Net, addrs []netip.Addr, port uint16) ([]net.PacketConn, error) {
+	var out []net.PacketConn
+	have4, have6 := families(addrs)
+	for _, fam := range []struct {
+		ok  bool
+		any netip.Addr
+	}{{have4, netip.IPv4Unspecified()}, {have6, netip.IPv6Unspecified()}} {
+		if !fam.ok {
+			continue
+		}
+		pc, err := ns.ListenUDPAddrPort(netip.AddrPortFrom(fam.any, port))
+		if err != nil {
+			for _, p := range out {
+				p.Close()
+			}
+			return nil, fmt.Errorf("reverse udp forward of port %d: listen in the tunnel: %w", port, err)
+		}
+		out = append(out, pc)
+	}
+	return out, nil
+}
+
+// serveUDPReverse relays datagrams between tunnel clients of pc and local
+// here: each client address gets its own local socket, connected to
+// local, so replies find their way back. Flows count against lim and end
+// when idle.
+func serveUDPReverse(ctx context.Context, pc net.PacketConn, local string, lim *proxy.Limiter, o Options) {
+	var mu sync.Mutex // guards flows
+	flows := map[string]*udpFlow{}
+	var wg sync.WaitGroup
+	defer func() {
+		mu.Lock()
+		for _, f := range flows {
+			f.c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	}()
+	buf := make([]byte, 65535)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		key := from.String()
+		mu.Lock()
+		f := flows[key]
+		if f == nil {
+			if !lim.TryAcquire() {
+				mu.Unlock()
+				o.Logf("reverse udp forward to %s: dropping a datagram from %v: %d flows open (the limit)", local, from, lim.Cap())
+				continue
+			}
+			c, err := net.Dial("udp", local)
+			if err != nil {
+				lim.Release()
+				mu.Unlock()
+				o.Logf("reverse udp forward to %s: %v", local, err)
+				continue
+			}
+			f = &udpFlow{c: c, stop: make(chan struct{})}
+			f.act.Touch()
+			flows[key] = f
+			wg.Go(func() {
+				go proxy.CloseWhenIdle(ctx, &f.act, o.IdleTimeout, f.stop, func() { c.Close() })
+				reverseReplies(pc, f, from)
+				close(f.stop)
+				c.Close()
+				mu.Lock()
+				delete(flows, key)
+				mu.Unlock()
+				lim.Release()
+			})
+		}
+		mu.Unlock()
+		f.act.Touch()
+		f.c.Write(buf[:n])
+	}
+}
+
+// reverseReplies passes the local server's replies back into the tunnel.
+func reverseReplies(pc net.PacketConn, f *udpFlow, to net.Addr) {
+	buf := make([]byte, 65535)
+	for {
+		n, err := f.c.Read(buf)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			continue // an ICMP error for an earlier datagram
+		}
+		if err != nil {
+			return
+		}
+		f.act.Touch()
+		pc.WriteTo(buf[:n], to)
 	}
 }

@@ -94,6 +94,12 @@ type Options struct {
 	VerifyChecksums bool
 	// Name is what Name reports; default "netstack".
 	Name string
+	// Promiscuous makes the stack accept packets to any address and
+	// answer from it, which SetForwarder needs: the server side of a
+	// relay. Packets between the stack's own addresses then leave
+	// through the device instead of looping inside the stack, and
+	// packets to loopback addresses are accepted from the device.
+	Promiscuous bool
 	// Logf receives rare events (never per packet); nil discards.
 	Logf func(format string, args ...any)
 }
@@ -193,10 +199,15 @@ func New(opts Options) (*Net, error) {
 		return nil, err
 	}
 	s := stack.New(stack.Options{
-		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol},
+		NetworkProtocols: []stack.NetworkProtocolFactory{
+			ipv4.NewProtocolWithOptions(ipv4.Options{AllowExternalLoopbackTraffic: opts.Promiscuous}),
+			ipv6.NewProtocolWithOptions(ipv6.Options{AllowExternalLoopbackTraffic: opts.Promiscuous}),
+		},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol, icmp.NewProtocol4, icmp.NewProtocol6},
-		// Connections to the stack's own addresses stay inside it.
-		HandleLocal: true,
+		// Connections to the stack's own addresses stay inside it. Not
+		// when promiscuous: with every address "ours", gVisor would take
+		// each peer's source address for a local one and drop its packets.
+		HandleLocal: !opts.Promiscuous,
 	})
 	n := &Net{
 		opts:   opts,
@@ -232,6 +243,14 @@ func (n *Net) configure() error {
 	}
 	if err := n.stack.CreateNICWithOptions(nicID, n.ep, stack.NICOptions{Name: n.opts.Name}); err != nil {
 		return tcpipErr("create NIC", err)
+	}
+	if n.opts.Promiscuous {
+		if err := n.stack.SetPromiscuousMode(nicID, true); err != nil {
+			return tcpipErr("promiscuous mode", err)
+		}
+		if err := n.stack.SetSpoofing(nicID, true); err != nil {
+			return tcpipErr("spoofing", err)
+		}
 	}
 	for _, a := range n.opts.Addresses {
 		pa := tcpip.ProtocolAddress{

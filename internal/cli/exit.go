@@ -1,0 +1,226 @@
+package cli
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/internal/exit"
+	"github.com/fips-go/fips-go/internal/metrics"
+	"github.com/fips-go/fips-go/internal/rootless"
+	"github.com/urfave/cli/v3"
+)
+
+// The rootless exit (userspace --exit): the peers' TCP and UDP to other
+// addresses leave through this host's sockets.
+
+func exitFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "exit", Usage: "relay the peers' TCP and UDP to any address the policy allows through this host's sockets (a WireGuard server or exit without root)"},
+		&cli.StringSliceFlag{Name: "exit-allow", Usage: "CIDR,...: destinations --exit may reach (default: all; loopback, link-local and this host's own listening ports only when named here)"},
+		&cli.StringSliceFlag{Name: "exit-deny", Usage: "CIDR,...: destinations --exit refuses (wins over --exit-allow)"},
+		&cli.IntFlag{Name: "exit-max-flows", Value: exit.DefaultMaxFlows, Usage: "TCP and UDP flows --exit relays at once"},
+		&cli.IntFlag{Name: "exit-max-flows-per-peer", Value: exit.DefaultMaxFlowsPerPeer, Usage: "TCP and UDP flows --exit relays at once for one peer"},
+	}
+}
+
+// exitOptions are the --exit flags, parsed.
+type exitOptions struct {
+	on                bool
+	allow, deny       []netip.Prefix
+	maxFlows, perPeer int
+}
+
+func exitOptionsFrom(c *cli.Command) (exitOptions, error) {
+	o := exitOptions{on: c.Bool("exit"), maxFlows: int(c.Int("exit-max-flows")), perPeer: int(c.Int("exit-max-flows-per-peer"))}
+	var err error
+	if o.allow, err = parseCIDRs("--exit-allow", c.StringSlice("exit-allow")); err != nil {
+		return o, err
+	}
+	if o.deny, err = parseCIDRs("--exit-deny", c.StringSlice("exit-deny")); err != nil {
+		return o, err
+	}
+	if o.maxFlows < 1 || o.perPeer < 1 {
+		return o, fmt.Errorf("--exit-max-flows and --exit-max-flows-per-peer must be positive")
+	}
+	if !o.on && (len(o.allow)+len(o.deny) > 0 || c.IsSet("exit-max-flows") || c.IsSet("exit-max-flows-per-peer")) {
+		return o, fmt.Errorf("--exit-allow, --exit-deny and --exit-max-flows* need --exit")
+	}
+	return o, nil
+}
+
+// parseCIDRs reads flag values, each a comma-separated list of prefixes
+// or addresses (a single host).
+func parseCIDRs(flag string, vals []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range vals {
+		for f := range strings.SplitSeq(v, ",") {
+			f = strings.TrimSpace(f)
+			if f == "" {
+				continue
+			}
+			p, err := netip.ParsePrefix(f)
+			if err != nil {
+				a, aerr := netip.ParseAddr(f)
+				if aerr != nil {
+					return nil, fmt.Errorf("%s %q: want a CIDR like 10.0.0.0/8 or an address", flag, f)
+				}
+				p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+			}
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// startExit starts the relay on tn for o. listenPort and metricsAddr are
+// the exit's own listening sockets, which the policy protects.
+func startExit(tn *rootless.Netstack, o userspaceOptions) (*exit.Exit, error) {
+	listenPort := tn.Device.Status().ListenPort
+	self := []uint16{listenPort}
+	if _, port, err := net.SplitHostPort(o.metrics.addr); err == nil {
+		if p, err := strconv.ParseUint(port, 10, 16); err == nil {
+			self = append(self, uint16(p))
+		}
+	}
+	pol := exit.NewPolicy(exit.PolicyOptions{
+		Allow: o.exit.allow, Deny: o.exit.deny, SelfPorts: self, HostAddrs: hostAddrs(), Tunnel: o.addrs,
+	})
+	dns := hostResolvers("/etc/resolv.conf")
+	if len(dns) == 0 {
+		o.notef("exit: no name server in /etc/resolv.conf; DNS to %v is refused", o.addrs)
+	}
+	pt := &peerTable{status: tn.Device.Status}
+	ex, err := exit.Start(tn.Net, exit.Options{
+		Policy: pol, PeerOf: pt.lookup, MaxFlows: o.exit.maxFlows, MaxFlowsPerPeer: o.exit.perPeer,
+		TCPIdleTimeout: o.idleExit, DNS: dns, Tunnel: o.addrs, Logf: o.logf, Notef: o.notef,
+	})
+	if err != nil {
+		return nil, err
+	}
+	o.notef("exit: relaying the peers' TCP, UDP and ping through this host (flows: %d at once, %d per peer)", o.exit.maxFlows, o.exit.perPeer)
+	return ex, nil
+}
+
+// exitCounters are ex's counters as device counters (`fips-go show`).
+func exitCounters(ex *exit.Exit) func() []device.Counter {
+	return func() []device.Counter {
+		cs := ex.Counters()
+		out := make([]device.Counter, len(cs))
+		for i, c := range cs {
+			out[i] = device.Counter{Name: c.Name, Value: c.Value}
+		}
+		return out
+	}
+}
+
+// exitSamples are ex's counters as metrics series.
+func exitSamples(ex *exit.Exit) func() []metrics.Sample {
+	return func() []metrics.Sample {
+		cs := ex.Counters()
+		out := make([]metrics.Sample, len(cs))
+		for i, c := range cs {
+			out[i] = metrics.Sample{Name: c.Family, Help: c.Help, Gauge: c.Gauge, Labels: c.Labels, Value: c.Value}
+		}
+		return out
+	}
+}
+
+// hostAddrs are this host's interface addresses (the exit's own ports
+// are protected at them).
+func hostAddrs() []netip.Addr {
+	ifas, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, ifa := range ifas {
+		if p, err := netip.ParsePrefix(ifa.String()); err == nil {
+			out = append(out, p.Addr().Unmap())
+		}
+	}
+	return out
+}
+
+// hostResolvers are the name servers of a resolv.conf, port 53.
+func hostResolvers(path string) []netip.AddrPort {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []netip.AddrPort
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "nameserver" {
+			if a, err := netip.ParseAddr(f[1]); err == nil && a.Zone() == "" {
+				out = append(out, netip.AddrPortFrom(a.Unmap(), 53))
+			}
+		}
+	}
+	return out
+}
+
+// peerTable maps a source address to the peer whose AllowedIPs hold it
+// (longest match), from the device's status. A flow's first packet asks;
+// the table is rebuilt at most every peerTableTTL, and at most every
+// peerTableMissTTL on a miss, so a peer added over UAPI is known soon
+// without a status per flow.
+type peerTable struct {
+	status func() device.Status
+
+	mu    sync.Mutex
+	built time.Time      // guarded by mu
+	rows  []peerTableRow // guarded by mu
+}
+
+type peerTableRow struct {
+	p    netip.Prefix
+	peer string
+}
+
+const (
+	peerTableTTL     = time.Second
+	peerTableMissTTL = 100 * time.Millisecond
+)
+
+func (t *peerTable) lookup(a netip.Addr) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	if now.Sub(t.built) >= peerTableTTL {
+		t.rebuild(now)
+	}
+	peer, ok := t.match(a)
+	if !ok && now.Sub(t.built) >= peerTableMissTTL {
+		t.rebuild(now)
+		peer, ok = t.match(a)
+	}
+	return peer, ok
+}
+
+func (t *peerTable) rebuild(now time.Time) {
+	t.rows = t.rows[:0]
+	for _, p := range t.status().Peers {
+		for _, pr := range p.AllowedIPs {
+			t.rows = append(t.rows, peerTableRow{pr, p.PublicKey.String()})
+		}
+	}
+	t.built = now
+}
+
+func (t *peerTable) match(a netip.Addr) (string, bool) {
+	a = a.Unmap()
+	best, peer := -1, ""
+	for _, r := range t.rows {
+		if r.p.Bits() > best && r.p.Contains(a) {
+			best, peer = r.p.Bits(), r.peer
+		}
+	}
+	return peer, best >= 0
+}

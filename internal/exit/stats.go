@@ -1,0 +1,50 @@
+package exit
+
+// Counter is one named value of the exit. Name is flat, for `fips-go
+// show`; Family and Labels are the same value as a metrics series. A
+// Gauge goes up and down, the others only up.
+type Counter struct {
+	Name   string
+	Family string
+	Labels []string // name, value pairs
+	Help   string
+	Value  uint64
+	Gauge  bool
+}
+
+// Counters returns the exit's counters in a stable order: flows open and
+// opened by protocol, bytes each way, relay buffer bytes holding data,
+// then refusals by reason (every reason, zeros included).
+func (e *Exit) Counters() []Counter {
+	c := &e.ctr
+	const (
+		openHelp   = "Flows the exit relays now."
+		openedHelp = "Flows the exit has opened."
+		bytesHelp  = "Bytes the exit relayed."
+	)
+	out := make([]Counter, 0, 9+int(numReasons))
+	protos := []string{"tcp", "udp", "icmp"}
+	for p, name := range protos {
+		out = append(out, Counter{"exit_" + name + "_flows_open", "exit_flows_open", []string{"protocol", name}, openHelp, uint64(max(c.open[p].Load(), 0)), true})
+	}
+	for p, name := range protos {
+		out = append(out, Counter{"exit_" + name + "_flows_opened", "exit_flows_opened", []string{"protocol", name}, openedHelp, uint64(c.opened[p].Load()), false})
+	}
+	out = append(out,
+		Counter{"exit_bytes_to_host", "exit_bytes", []string{"direction", "to_host"}, bytesHelp, c.toHost.Load(), false},
+		Counter{"exit_bytes_to_peer", "exit_bytes", []string{"direction", "to_peer"}, bytesHelp, c.toPeer.Load(), false},
+		Counter{"exit_relay_buffer_bytes", "exit_relay_buffer_bytes", nil, "Relay buffer bytes holding data now.", uint64(max(c.bufInUse.Load(), 0)), true},
+	)
+	for r := reasonOK + 1; r < numReasons; r++ {
+		out = append(out, Counter{"exit_refused_" + r.String(), "exit_refused", []string{"reason", r.String()}, "Flows the exit refused, by reason.", c.refused[r].Load(), false})
+	}
+	return out
+}
+
+// Refused is how many flows were refused for r.
+func (e *Exit) Refused(r Reason) uint64 {
+	if r <= reasonOK || r >= numReasons {
+		return 0
+	}
+	return e.ctr.refused[r].Load()
+}
