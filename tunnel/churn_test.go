@@ -16,8 +16,12 @@ import (
 // the goroutine count is back where it started and the heap is no larger
 // than after the first round, give or take heapSlack: it grows once (the
 // stack's tables and pools reach their working size) and then stays.
+// A closed connection that was kept would hold at least 6.5 KiB (what one
+// costs in TIME-WAIT); the slack allows 512 bytes per connection of the
+// last 8,000, because pools and the collector's pacing move the live heap
+// by a megabyte from round to round (CI saw +1.13 MiB with nothing held).
 func TestDialsDoNotAccumulate(t *testing.T) {
-	const heapSlack = 1 << 20 // 100 bytes per connection of the last 8,000
+	const heapSlack = 4 << 20
 	rounds, perRound := 5, 2000
 	if testing.Short() {
 		rounds, perRound = 3, 300
