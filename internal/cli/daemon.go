@@ -208,6 +208,12 @@ func runDaemonChild(iface string, mc metricsConfig, st settings) error {
 // serve runs the device until a signal, the TUN going away, or the socket
 // file being removed.
 func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig, st settings) error {
+	// A Go program that writes to a broken pipe on its standard output or
+	// error dies of SIGPIPE unless it asked for the signal: the daemon's
+	// log reader going away (a restarted collector, `fips-go wg0 | logger`
+	// ending) must cost log lines, not the tunnel. Notify, not Ignore, so
+	// nothing started from here inherits SIGPIPE ignored.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	logf, errf := loggers(fmt.Sprintf("fips-go(%s): ", name))
 	stopProfile, err := st.startCPUProfile(name)
 	if err != nil {
