@@ -79,6 +79,7 @@ func runMain(args []string) error {
 	fs.DurationVar(&o.keepalive, "keepalive", 25*time.Second, "send a keepalive after this long without sending (0: never)")
 	fs.BoolVar(&o.retryOnCookie, "retry-on-cookie", false, "retry at once after a cookie reply (a real peer waits for its retransmission)")
 	fs.BoolVar(&o.untilDone, "until-done", false, "stop once every peer has a session and its -pings replies")
+	fs.DurationVar(&o.linger, "linger", 0, "with -until-done: print \"done\" when done, then go on this long (sessions kept alive)")
 	fs.IntVar(&o.sockets, "sockets", 2, "receiving sockets (goroutines) per source port")
 	fs.Parse(args)
 	var err error

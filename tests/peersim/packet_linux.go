@@ -198,6 +198,7 @@ type report struct {
 	Sent             uint64  `json:"datagrams_sent"`
 	Received         uint64  `json:"datagrams_received"`
 	PeersWithoutPing int     `json:"peers_without_reply"`
+	GatewayInits     uint64  `json:"gateway_initiations"`
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
@@ -264,6 +265,7 @@ func (s *sim) report(end time.Duration) *report {
 	r.KeepalivesIn, r.KeepalivesOut = c.keepalivesIn.Load(), c.keepalivesOut.Load()
 	r.BadPackets, r.SendErrors = c.badPackets.Load(), c.sendErrors.Load()
 	r.Sent, r.Received = c.sent.Load(), c.received.Load()
+	r.GatewayInits = c.gatewayInitiations.Load()
 	return r
 }
 
@@ -276,6 +278,6 @@ func (r *report) print(w io.Writer) {
 		r.Initiations, r.Retries, r.CookieReplies, r.PeersWithCookie, r.CookieBad, r.StaleResponses)
 	fmt.Fprintf(w, "  echo: %d sent, %d replies, loss %.2f%%, goodput %.2f Mbit/s, per peer min/p10/median %.1f/%.1f/%.1f kbit/s, RTT p50 %.2f ms p99 %.2f ms\n",
 		r.PingsSent, r.Replies, r.LossPct, r.GoodputMbps, r.PeerGoodputMinK, r.PeerGoodputP10K, r.PeerGoodputMedK, r.RTTP50ms, r.RTTP99ms)
-	fmt.Fprintf(w, "  datagrams sent %d, received %d, send errors %d, bad %d, keepalives in/out %d/%d\n",
-		r.Sent, r.Received, r.SendErrors, r.BadPackets, r.KeepalivesIn, r.KeepalivesOut)
+	fmt.Fprintf(w, "  datagrams sent %d, received %d, send errors %d, bad %d, keepalives in/out %d/%d, gateway's initiations %d\n",
+		r.Sent, r.Received, r.SendErrors, r.BadPackets, r.KeepalivesIn, r.KeepalivesOut, r.GatewayInits)
 }

@@ -34,6 +34,7 @@ type options struct {
 
 	retryOnCookie bool
 	untilDone     bool
+	linger        time.Duration
 }
 
 func (o *options) validate() error {
@@ -63,9 +64,13 @@ func (o *options) validate() error {
 const (
 	rekeyTimeout = 5 * time.Second
 	rekeyJitter  = 333 * time.Millisecond
-	batchSize    = 64
-	bufSize      = 2048
-	never        = time.Duration(1<<63 - 1)
+	// passiveKeepalive is Keepalive-Timeout: a peer that received data
+	// and sent nothing since sends a keepalive this long after, or the
+	// gateway starts a handshake of its own 15 s after its data.
+	passiveKeepalive = 10 * time.Second
+	batchSize        = 64
+	bufSize          = 2048
+	never            = time.Duration(1<<63 - 1)
 )
 
 // peer is one simulated WireGuard peer. Times are since the storm's start.
@@ -80,7 +85,9 @@ type peer struct {
 	retryAt     time.Duration
 	nextPing    time.Duration
 	lastSend    time.Duration
-	gen         uint32 // of the peer's one live event in the schedule
+	lastData    time.Duration // the last data message received, 0: none
+	gen         uint32        // of the peer's one live event in the schedule
+	evAt        time.Duration // when that event is due, never: none
 	initiations uint32
 	cookies     uint32
 	pingSeq     uint16
@@ -94,7 +101,7 @@ type peer struct {
 type counters struct {
 	initiations, retries, cookieReplies, cookieBad, staleResponses,
 	keepalivesIn, keepalivesOut, pingsSent, replies, badPackets,
-	sendErrors, sent, received atomic.Uint64
+	sendErrors, sent, received, gatewayInitiations atomic.Uint64
 }
 
 type sim struct {
@@ -138,7 +145,7 @@ func newSim(o options) (*sim, error) {
 		p := &s.peers[i]
 		p.hs = noise.NewHandshake(noise.NewStatic(derivedKey(o.seed, i)), gwPub, noise.PresharedKey{})
 		p.cg = noise.NewCookieGenerator(gwPub)
-		p.established, p.doneAt = -1, -1
+		p.established, p.doneAt, p.evAt = -1, -1, never
 		var seed [32]byte
 		binary.LittleEndian.PutUint64(seed[:], uint64(i)^o.seed<<32)
 		init, err := p.hs.CreateInitiation(now, rand.NewChaCha8(seed), uint32(i)+1)
@@ -190,9 +197,14 @@ func (s *sim) schedule() {
 	rng := rand.NewChaCha8(seed)
 	next := 0
 	var due []event
+	end := s.o.duration
 	for {
 		now := s.since()
-		if now >= s.o.duration || (s.o.untilDone && s.done.Load() == int64(s.o.n)) {
+		if s.o.untilDone && end == s.o.duration && s.done.Load() == int64(s.o.n) {
+			end = now + s.o.linger
+			fmt.Println("done") // the harness measures the idle gateway now
+		}
+		if now >= end {
 			return
 		}
 		for next < s.o.n && time.Duration(int64(s.o.storm)*int64(next)/int64(s.o.n)) <= now {
@@ -226,6 +238,7 @@ func (s *sim) sendFirst(i int, now time.Duration, rng *rand.ChaCha8, out *sender
 // push makes at the peer's one live event. p.mu must be held.
 func (s *sim) push(p *peer, i int, at time.Duration) {
 	p.gen++
+	p.evAt = at
 	s.evMu.Lock()
 	s.ev.push(event{at: at, peer: int32(i), gen: p.gen})
 	s.evMu.Unlock()
@@ -241,6 +254,7 @@ func (s *sim) tick(e event, now time.Duration, rng *rand.ChaCha8, out *sender) {
 	if e.gen != p.gen {
 		return // superseded
 	}
+	p.evAt = never
 	if p.kp == nil {
 		if now >= p.retryAt {
 			wall := time.Now()
@@ -278,6 +292,13 @@ func (s *sim) tick(e event, now time.Duration, rng *rand.ChaCha8, out *sender) {
 			s.sendKeepalive(p, i, now, out)
 		}
 		next = min(next, p.lastSend+s.o.keepalive)
+	}
+	if p.lastData > p.lastSend {
+		if now-p.lastData >= passiveKeepalive {
+			s.sendKeepalive(p, i, now, out)
+		} else {
+			next = min(next, p.lastData+passiveKeepalive)
+		}
 	}
 	if next != never {
 		s.push(p, i, next)
@@ -352,6 +373,12 @@ func (s *sim) receive(c *ipv4.PacketConn) {
 
 // handle takes in one datagram from the gateway.
 func (s *sim) handle(b []byte, now time.Duration, out *sender) {
+	if noise.PeekType(b) == noise.TypeInitiation {
+		// The gateway starts a handshake of its own: a real peer would
+		// answer; the simulator only initiates, and counts it.
+		s.c.gatewayInitiations.Add(1)
+		return
+	}
 	idx, ok := noise.ReceiverIndex(b)
 	if !ok || idx == 0 || int(idx) > len(s.peers) {
 		s.c.badPackets.Add(1)
@@ -422,6 +449,7 @@ func (s *sim) onResponse(p *peer, i int, b []byte, now time.Duration, out *sende
 	}
 	if next == never {
 		p.gen++ // nothing more to do: drop the retransmission event
+		p.evAt = never
 		return
 	}
 	s.push(p, i, next)
@@ -458,6 +486,15 @@ func (s *sim) onTransport(p *peer, i int, b []byte, now time.Duration, out *send
 	}
 	s.c.replies.Add(1)
 	p.replies++
+	if p.lastData <= p.lastSend {
+		// The first data since our last send: the passive keepalive is
+		// due Keepalive-Timeout from now, unless we send before.
+		p.lastData = now
+		if p.evAt > now+passiveKeepalive {
+			s.push(p, i, now+passiveKeepalive)
+		}
+	}
+	p.lastData = now
 	p.replyBytes += uint64(n)
 	if d := now - time.Duration(sent); d >= 0 {
 		s.rtt.add(d)

@@ -23,7 +23,8 @@ import (
 // the gateway's RSS and threads per session, and its CPU while idle with
 // every session up. FIPS_STORM_RUNS repeats each (default 1),
 // FIPS_STORM_ONLY (comma-separated names) keeps only some rows, and
-// FIPS_STORM_TS_BIN names Tailscale's fork (default bin/wireguard-go-ts).
+// FIPS_STORM_TS_BIN names Tailscale's fork (default bin/wireguard-go-ts),
+// measured only when FIPS_STORM_ONLY names it.
 func TestStormBenchmark(t *testing.T) {
 	if os.Getenv("FIPS_STORM") != "1" {
 		t.Skip("the storm benchmark runs with FIPS_STORM=1 (scripts/bench-storm.sh)")
@@ -43,7 +44,11 @@ func TestStormBenchmark(t *testing.T) {
 	if ts == "" {
 		ts, _ = filepath.Abs("../../bin/wireguard-go-ts")
 	}
-	if _, err := os.Stat(ts); err == nil {
+	// Tailscale's fork answers no initiation from a peer without a
+	// configured endpoint ("no known endpoint for peer": it learns none
+	// from handshakes), so it cannot serve this road-warrior gateway; it
+	// runs only when FIPS_STORM_ONLY names it.
+	if _, err := os.Stat(ts); err == nil && strings.Contains(os.Getenv("FIPS_STORM_ONLY"), "wireguard-go-ts") {
 		impls = append(impls, impl{"wireguard-go-ts", ts})
 	}
 	if only := os.Getenv("FIPS_STORM_ONLY"); only != "" {
@@ -74,8 +79,15 @@ func stormRow(t *testing.T, im impl, peersim string, configured, peers int, seed
 	time.Sleep(2 * time.Second) // setconf's garbage settles
 	pid := b.pid()
 	rss0 := status(pid, "VmRSS")
-	r, cpu := b.runSim(peers, "-storm", "1s", "-rate", "1", "-pings", "1", "-until-done", "-duration", "40s", "-keepalive", "0")
-	rss1, threads := status(pid, "VmRSS"), status(pid, "Threads")
+	var rss1, threads int64
+	idlePct := -1.0
+	r, cpu := b.runSim(peers, func() {
+		rss1, threads = status(pid, "VmRSS"), status(pid, "Threads")
+		c0 := cpuTicks(pid)
+		time.Sleep(time.Duration(idle) * time.Second)
+		idlePct = float64(cpuTicks(pid)-c0) / userHZ / float64(idle) * 100
+	}, "-storm", "1s", "-rate", "1", "-pings", "1", "-until-done", "-duration", "45s",
+		"-linger", fmt.Sprintf("%ds", idle+2))
 	if im.name == "fips-go" {
 		out := b.nsG.Run(im.bin, "show", "--counters", b.iface)
 		if i := strings.Index(out, "counters:"); i >= 0 {
@@ -83,9 +95,9 @@ func stormRow(t *testing.T, im impl, peersim string, configured, peers int, seed
 		}
 		t.Logf("%s after the storm:\n%s", im.name, out)
 	}
-	c0 := cpuTicks(pid)
-	time.Sleep(time.Duration(idle) * time.Second)
-	idlePct := float64(cpuTicks(pid)-c0) / userHZ / float64(idle) * 100
+	if rss1 == 0 { // the storm did not complete
+		rss1, threads = status(pid, "VmRSS"), status(pid, "Threads")
+	}
 	secs := func(v float64) string {
 		if v < 0 {
 			return "never"
@@ -96,10 +108,14 @@ func stormRow(t *testing.T, im impl, peersim string, configured, peers int, seed
 	if r.Established > 0 {
 		perSession = fmt.Sprintf("%.1f KiB", float64(rss1-rss0)/float64(r.Established))
 	}
-	return fmt.Sprintf("| %s | %d/%d | %s | %s | %.0f / %.0f ms | %.0f | %d (%d) | %d | %d | %s | %d | %.1f%% |",
+	idleCol := "- (storm incomplete)"
+	if idlePct >= 0 {
+		idleCol = fmt.Sprintf("%.1f%%", idlePct)
+	}
+	return fmt.Sprintf("| %s | %d/%d | %s | %s | %.0f / %.0f ms | %.0f | %d (%d) | %d | %d | %s | %d | %s |",
 		im.name, r.Established, peers, secs(r.T99), secs(r.T100), r.LatencyP50ms, r.LatencyP99ms,
 		float64(r.Established)/max(cpu, 0.01), r.PeersWithCookie, r.CookieReplies, r.Retries,
-		r.Replies, perSession, threads, idlePct)
+		r.Replies, perSession, threads, idleCol)
 }
 
 func envInt(t *testing.T, name string, def int) int {

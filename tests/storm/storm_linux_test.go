@@ -17,7 +17,7 @@ func TestStorm(t *testing.T) {
 	im := fipsGo(t, dir)
 	const configured, storm = 2000, 500
 	b := newTestbed(t, im, peersim, configured, 1)
-	r, _ := b.runSim(storm, "-storm", "500ms", "-rate", "1", "-pings", "1", "-until-done", "-duration", "60s")
+	r, _ := b.runSim(storm, nil, "-storm", "500ms", "-rate", "1", "-pings", "1", "-until-done", "-duration", "60s")
 	t.Logf("%+v", r)
 	if r.Established != storm || r.Done != storm {
 		t.Errorf("%d of %d peers have a session, %d of them an echo reply", r.Established, storm, r.Done)

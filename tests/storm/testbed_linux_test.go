@@ -3,7 +3,7 @@
 package storm
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -200,27 +200,45 @@ type simReport struct {
 
 // runSim runs peersim in the simulator's namespace with args after the
 // common ones, and returns its report with the gateway's CPU seconds over
-// the run.
-func (b *testbed) runSim(n int, args ...string) (simReport, float64) {
+// the run. With -linger, onDone runs when peersim says it is done.
+func (b *testbed) runSim(n int, onDone func(), args ...string) (simReport, float64) {
 	b.t.Helper()
 	all := append([]string{b.peersim, "run", "-n", strconv.Itoa(n),
 		"-seed", strconv.FormatUint(b.seed, 10),
 		"-gateway", fmt.Sprintf("%s:%d", gatewayOuter, gatewayPort), "-src", sources}, args...)
 	cmd := b.nsS.Command(context.Background(), all...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.t.Fatal(err)
+	}
 	c0 := cpuTicks(b.pid())
 	if err := cmd.Start(); err != nil {
 		b.t.Fatal(err)
 	}
-	err := cmd.Wait()
-	cpu := float64(cpuTicks(b.pid())-c0) / userHZ
+	var cpu float64
+	var last []byte
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if sc.Text() == "done" {
+			cpu = float64(cpuTicks(b.pid())-c0) / userHZ
+			if onDone != nil {
+				onDone()
+			}
+			continue
+		}
+		last = append(last[:0], sc.Bytes()...)
+	}
+	err = cmd.Wait()
+	if cpu == 0 {
+		cpu = float64(cpuTicks(b.pid())-c0) / userHZ
+	}
 	if err != nil {
-		b.t.Fatalf("peersim: %v\n%s", err, out.String())
+		b.t.Fatalf("peersim: %v\n%s", err, last)
 	}
 	var r simReport
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		b.t.Fatalf("peersim report: %v\n%s", err, out.String())
+	if err := json.Unmarshal(last, &r); err != nil {
+		b.t.Fatalf("peersim report: %v\n%s", err, last)
 	}
 	if !b.alive() {
 		b.t.Fatalf("%s exited during the run", b.im.name)
