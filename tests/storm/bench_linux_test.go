@@ -24,7 +24,9 @@ import (
 // every session up. FIPS_STORM_RUNS repeats each (default 1),
 // FIPS_STORM_ONLY (comma-separated names) keeps only some rows, and
 // FIPS_STORM_TS_BIN names Tailscale's fork (default bin/wireguard-go-ts),
-// measured only when FIPS_STORM_ONLY names it.
+// measured only when FIPS_STORM_ONLY names it. FIPS_STORM_SIM_ARGS adds
+// peersim run flags (-retry-on-cookie: peers that retry at once after a
+// cookie reply instead of at their next retransmission).
 func TestStormBenchmark(t *testing.T) {
 	if os.Getenv("FIPS_STORM") != "1" {
 		t.Skip("the storm benchmark runs with FIPS_STORM=1 (scripts/bench-storm.sh)")
@@ -86,8 +88,8 @@ func stormRow(t *testing.T, im impl, peersim string, configured, peers int, seed
 		c0 := cpuTicks(pid)
 		time.Sleep(time.Duration(idle) * time.Second)
 		idlePct = float64(cpuTicks(pid)-c0) / userHZ / float64(idle) * 100
-	}, "-storm", "1s", "-rate", "1", "-pings", "1", "-until-done", "-duration", "45s",
-		"-linger", fmt.Sprintf("%ds", idle+2))
+	}, append([]string{"-storm", "1s", "-rate", "1", "-pings", "1", "-until-done", "-duration", "45s",
+		"-linger", fmt.Sprintf("%ds", idle+2)}, strings.Fields(os.Getenv("FIPS_STORM_SIM_ARGS"))...)...)
 	if im.name == "fips-go" {
 		out := b.nsG.Run(im.bin, "show", "--counters", b.iface)
 		if i := strings.Index(out, "counters:"); i >= 0 {

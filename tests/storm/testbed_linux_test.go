@@ -196,6 +196,7 @@ type simReport struct {
 	BadPackets      uint64  `json:"bad_packets"`
 	SendErrors      uint64  `json:"send_errors"`
 	NoReply         int     `json:"peers_without_reply"`
+	GatewayInits    uint64  `json:"gateway_initiations"`
 }
 
 // runSim runs peersim in the simulator's namespace with args after the
