@@ -244,7 +244,9 @@ func (cs *connSocket) Endpoint() Endpoint { return cs.ep }
 
 // Wait implements PeerConn. Once the socket is readable it borrows the
 // GRO buffers the read will need, so that a reader waiting for buffers
-// holds nothing of the caller's.
+// holds nothing of the caller's. A Receive without Wait never waits for
+// buffers: with none free it reports nothing, and the caller's next Wait
+// waits for them.
 func (cs *connSocket) Wait() error {
 	if cs.r.pending() {
 		return nil
