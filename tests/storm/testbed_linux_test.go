@@ -193,6 +193,11 @@ type simReport struct {
 	Replies         uint64  `json:"ping_replies"`
 	LossPct         float64 `json:"loss_pct"`
 	GoodputMbps     float64 `json:"goodput_mbps"`
+	PeerMinK        float64 `json:"peer_goodput_min_kbps"`
+	PeerP10K        float64 `json:"peer_goodput_p10_kbps"`
+	PeerMedK        float64 `json:"peer_goodput_median_kbps"`
+	RTTP50ms        float64 `json:"rtt_p50_ms"`
+	RTTP99ms        float64 `json:"rtt_p99_ms"`
 	BadPackets      uint64  `json:"bad_packets"`
 	SendErrors      uint64  `json:"send_errors"`
 	NoReply         int     `json:"peers_without_reply"`
