@@ -36,6 +36,9 @@ type receiver struct {
 	gro         [][]byte
 	held        []heldMsg
 	next, nheld int
+	// more: the last read found datagrams, so the socket likely holds
+	// more and a connected socket's Wait skips its readiness check.
+	more bool
 	// ownGRO is how many GRO buffers a shared socket's receiver allocates
 	// for itself, on its first read.
 	ownGRO int
@@ -334,6 +337,7 @@ func (r *receiver) readGRO() (int, error) {
 		r.prepare(i, r.gro[i])
 	}
 	got, err := r.call.recvmmsg(r.sock.rc, r.msgs[:len(r.gro)])
+	r.more = err == nil && got > 0
 	if err != nil || got == 0 {
 		r.next, r.nheld = 0, 0
 		r.giveBack()
@@ -425,6 +429,13 @@ func (r *receiver) takeSet() bool {
 	return true
 }
 
+// likelyMore reports whether the last read found datagrams.
+func (r *receiver) likelyMore() bool {
+	r.tok <- struct{}{}
+	defer r.release()
+	return r.more
+}
+
 // pending reports whether datagrams of an earlier read wait for a call.
 func (r *receiver) pending() bool {
 	r.tok <- struct{}{}
@@ -449,6 +460,12 @@ func (r *receiver) drop() {
 // and it can come back with larger ones; if it comes back with buffers no
 // larger, the datagram is dropped and counted, never truncated.
 func (r *receiver) drain(bufs [][]byte, sizes []int, eps []Endpoint) (n int, refused bool) {
+	if r.next >= r.nheld {
+		// Nothing held: keep the GRO set Wait just borrowed for the read
+		// that comes next. Giving it back here sent that read to wait for
+		// a set again, holding the caller's batch (see readGRO).
+		return 0, false
+	}
 	out := 0
 	var oversize uint64
 	for out < len(bufs) && r.next < r.nheld {
