@@ -244,9 +244,21 @@ func (cs *connSocket) Endpoint() Endpoint { return cs.ep }
 
 // Wait implements PeerConn. Once the socket is readable it borrows the
 // GRO buffers the read will need, so that a reader waiting for buffers
-// holds nothing of the caller's.
+// holds nothing of the caller's: a caller must Wait before it takes
+// buffers of its own for Receive, or a reader holding the caller's
+// buffers would wait for GRO buffers that readers waiting for the
+// caller's hold. After a read that found datagrams Wait skips the
+// readiness check (a system call; the socket likely holds more) and only
+// borrows. A Receive without Wait never waits for buffers: with none free
+// it reports nothing.
 func (cs *connSocket) Wait() error {
 	if cs.r.pending() {
+		return nil
+	}
+	if cs.r.likelyMore() {
+		if !cs.r.borrow() {
+			return net.ErrClosed
+		}
 		return nil
 	}
 	if err := cs.r.call.waitReadable(cs.sock.rc); err != nil {

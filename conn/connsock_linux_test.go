@@ -505,3 +505,97 @@ func TestConnectedReaderWaitingForBuffersStopsOnClose(t *testing.T) {
 		t.Fatalf("got %q", got[0])
 	}
 }
+
+// TestConnectedReadWithoutWaitNeverWaitsForBuffers: a caller that reads
+// again at once after a read found datagrams (skipping Wait) holds a
+// batch of its own; with every GRO set lent to readers that may be
+// waiting for such a batch, its Receive must report nothing instead of
+// waiting for a set, and the next Wait then borrows one.
+func TestConnectedReadWithoutWaitNeverWaitsForBuffers(t *testing.T) {
+	us := openEnd(t, Options{})
+	if !us.sock(false).gro {
+		t.Skip("kernel without UDP_GRO")
+	}
+	ct := us.b.state.Load().connected
+	ct.lend = newLazyList(1, func() *groSet { return newGROSet(connGROBuffers) })
+	a1, a1Addr := peerSock(t)
+	a2, a2Addr := peerSock(t)
+	pc1, pc2 := connect(t, us, Endpoint{Dst: a1Addr}), connect(t, us, Endpoint{Dst: a2Addr})
+	sendAll(t, a2, us.at(lo4), [][]byte{[]byte("two")})
+	bufs, sizes, eps := rxBufs(4, 100)
+	// pc2's first read: it waits and reads, and gives its set back once
+	// delivered; its caller would now read again without Wait.
+	if err := pc2.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := pc2.Receive(bufs, sizes, eps); n != 1 || err != nil {
+		t.Fatalf("first read: %d, %v", n, err)
+	}
+	sendAll(t, a1, us.at(lo4), [][]byte{[]byte("one")})
+	sendAll(t, a2, us.at(lo4), [][]byte{[]byte("two again")})
+	if err := pc1.Wait(); err != nil { // takes the only set
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var n int
+	var err error
+	go func() { n, err = pc2.Receive(bufs, sizes, eps); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Receive without Wait waits for the lent GRO set")
+	}
+	if n != 0 || err != nil {
+		t.Fatalf("Receive with no set free: %d, %v; want nothing now", n, err)
+	}
+	got, _ := recvConn(t, pc1, 1, bufs)
+	if string(got[0]) != "one" {
+		t.Fatalf("pc1 got %q", got[0])
+	}
+	got, _ = recvConn(t, pc2, 1, bufs) // Wait borrows the set pc1 gave back
+	if string(got[0]) != "two again" {
+		t.Fatalf("pc2 got %q", got[0])
+	}
+}
+
+// TestConnectedReceiveKeepsTheSetWaitLent: the GRO set Wait borrows is
+// the one the read after it uses. Receive once gave it back before
+// reading (nothing was held yet), so with other readers waiting to borrow
+// the read found none left and read nothing: 1,000 active peers' sockets
+// then passed the sets around without reading.
+func TestConnectedReceiveKeepsTheSetWaitLent(t *testing.T) {
+	us := openEnd(t, Options{})
+	if !us.sock(false).gro {
+		t.Skip("kernel without UDP_GRO")
+	}
+	ct := us.b.state.Load().connected
+	ct.lend = newLazyList(1, func() *groSet { return newGROSet(connGROBuffers) })
+	a1, a1Addr := peerSock(t)
+	a2, a2Addr := peerSock(t)
+	pc1, pc2 := connect(t, us, Endpoint{Dst: a1Addr}), connect(t, us, Endpoint{Dst: a2Addr})
+	sendAll(t, a1, us.at(lo4), [][]byte{[]byte("one")})
+	sendAll(t, a2, us.at(lo4), [][]byte{[]byte("two")})
+	if err := pc1.Wait(); err != nil { // takes the only set
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- pc2.Wait() }()
+	time.Sleep(50 * time.Millisecond) // pc2 now waits to borrow
+	bufs, sizes, eps := rxBufs(4, 100)
+	n, err := pc1.Receive(bufs, sizes, eps)
+	if n != 1 || err != nil || string(bufs[0][:sizes[0]]) != "one" {
+		t.Fatalf("Receive after Wait: %d, %v; want the datagram Wait saw", n, err)
+	}
+	select { // pc1 is done with the set: pc2 gets it
+	case err := <-waited:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("pc2 never got the set")
+	}
+	got, _ := recvConn(t, pc2, 1, bufs)
+	if string(got[0]) != "two" {
+		t.Fatalf("pc2 got %q", got[0])
+	}
+}

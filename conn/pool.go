@@ -58,5 +58,17 @@ func (l *lazyList[T]) get(quit <-chan struct{}) *T {
 	}
 }
 
+// tryGet is get without the wait: nil when all n exist and are in use.
+func (l *lazyList[T]) tryGet() *T {
+	select {
+	case x := <-l.c:
+		return x
+	case <-l.made:
+		return l.newT()
+	default:
+		return nil
+	}
+}
+
 // put returns an entry taken with get.
 func (l *lazyList[T]) put(x *T) { l.c <- x }

@@ -36,6 +36,9 @@ type receiver struct {
 	gro         [][]byte
 	held        []heldMsg
 	next, nheld int
+	// more: the last read found datagrams, so the socket likely holds
+	// more and a connected socket's Wait skips its readiness check.
+	more bool
 	// ownGRO is how many GRO buffers a shared socket's receiver allocates
 	// for itself, on its first read.
 	ownGRO int
@@ -314,13 +317,27 @@ func (r *receiver) receiveGRO(bufs [][]byte, sizes []int, eps []Endpoint) (int, 
 // them into held, borrowing the buffers first if this receiver lends
 // them. It must only run once held is empty.
 func (r *receiver) readGRO() (int, error) {
-	if !r.takeSet() {
+	if r.lend != nil && r.set == nil && r.call.nonblock {
+		// A connected socket read without Wait (its last read found
+		// datagrams, so its caller read again at once) already holds the
+		// caller's batch: waiting here for a set, while a reader that Wait
+		// lent a set waits for a batch, deadlocked every connected
+		// socket of a gateway with 1,000 active peers on a loaded machine
+		// (their datagrams then sat unread in the kernel). Take a set only
+		// if one is free; otherwise nothing now, and the caller's Wait
+		// borrows one while it holds nothing.
+		if r.set = r.lend.tryGet(); r.set == nil {
+			return 0, nil
+		}
+		r.gro = r.set.bufs
+	} else if !r.takeSet() {
 		return 0, net.ErrClosed
 	}
 	for i := range r.gro {
 		r.prepare(i, r.gro[i])
 	}
 	got, err := r.call.recvmmsg(r.sock.rc, r.msgs[:len(r.gro)])
+	r.more = err == nil && got > 0
 	if err != nil || got == 0 {
 		r.next, r.nheld = 0, 0
 		r.giveBack()
@@ -412,6 +429,13 @@ func (r *receiver) takeSet() bool {
 	return true
 }
 
+// likelyMore reports whether the last read found datagrams.
+func (r *receiver) likelyMore() bool {
+	r.tok <- struct{}{}
+	defer r.release()
+	return r.more
+}
+
 // pending reports whether datagrams of an earlier read wait for a call.
 func (r *receiver) pending() bool {
 	r.tok <- struct{}{}
@@ -436,6 +460,12 @@ func (r *receiver) drop() {
 // and it can come back with larger ones; if it comes back with buffers no
 // larger, the datagram is dropped and counted, never truncated.
 func (r *receiver) drain(bufs [][]byte, sizes []int, eps []Endpoint) (n int, refused bool) {
+	if r.next >= r.nheld {
+		// Nothing held: keep the GRO set Wait just borrowed for the read
+		// that comes next. Giving it back here sent that read to wait for
+		// a set again, holding the caller's batch (see readGRO).
+		return 0, false
+	}
 	out := 0
 	var oversize uint64
 	for out < len(bufs) && r.next < r.nheld {

@@ -34,16 +34,17 @@ func (p *Peer) aqmOutbound(b *batch, now time.Time) {
 		return
 	}
 	sojourn := now.Sub(b.born)
-	behind := len(p.sendq.slots) > 1
+	t := p.carry()
+	behind := len(t.sendq.slots) > 1
 	var marks, drops uint64
-	p.aqm.txMu.Lock()
+	t.aqm.txMu.Lock()
 	for i := 0; i < b.n; i++ {
 		size := b.sizes[i]
 		if size <= sparseSize {
 			continue
 		}
 		empty := !behind && i == b.n-1
-		if !p.aqm.tx.Signal(sojourn, now, empty) {
+		if !t.aqm.tx.Signal(sojourn, now, empty) {
 			continue
 		}
 		if aqm.Mark(b.bufs[i][stagedFrom : stagedFrom+size]) {
@@ -53,7 +54,7 @@ func (p *Peer) aqmOutbound(b *batch, now time.Time) {
 			drops++
 		}
 	}
-	p.aqm.txMu.Unlock()
+	t.aqm.txMu.Unlock()
 	if marks > 0 {
 		d.ctr.add(cTxAQMMarks, marks)
 	}
@@ -66,7 +67,7 @@ func (p *Peer) aqmOutbound(b *batch, now time.Time) {
 // delivered; false means drop it. Called in nonce order under recvq's
 // flushMu.
 func (p *Peer) aqmInbound(pkt []byte, sojourn time.Duration, now time.Time, empty bool) bool {
-	if len(pkt) <= sparseSize || !p.aqm.rx.Signal(sojourn, now, empty) {
+	if len(pkt) <= sparseSize || !p.carry().aqm.rx.Signal(sojourn, now, empty) {
 		return true
 	}
 	if aqm.Mark(pkt) {

@@ -154,14 +154,17 @@ func (s *peerSockets) count() (open, endpoints int) {
 // peerSocketReader reads one connected socket until it closes. Unlike the
 // shared sockets' receivers it holds no batch while the socket is idle:
 // it waits first and takes a batch only when there is something to read,
-// so a thousand quiet peers do not drain the batch pool. After a read that
-// found datagrams it reads again at once, skipping the readiness wait.
+// so a thousand quiet peers do not drain the batch pool. It calls Wait
+// before every batch, even right after a read that found datagrams (Wait
+// then skips its readiness check): Wait lends the read's GRO buffers, and
+// a reader that took a batch first and then waited for GRO buffers held
+// by readers waiting for batches deadlocked a gateway's 1,000 active
+// connected sockets.
 func (d *Device) peerSocketReader(pc conn.PeerConn) {
 	defer d.readersWG.Done()
 	var retry retryPolicy
-	ready := false
 	for {
-		if !ready && pc.Wait() != nil {
+		if pc.Wait() != nil {
 			return
 		}
 		rb := d.getBatch()
@@ -169,13 +172,11 @@ func (d *Device) peerSocketReader(pc conn.PeerConn) {
 			return
 		}
 		n, err := pc.Receive(rb.bufs, rb.sizes, rb.eps)
-		ready = n > 0
 		switch {
 		case errors.Is(err, conn.ErrOversize):
 			rb.release()
 			d.probeMTU()
-			ready = true // the held datagram needs the new buffers
-			continue
+			continue // the held datagram needs the new buffers; Wait sees it pending
 		case errors.Is(err, net.ErrClosed):
 			rb.release()
 			return

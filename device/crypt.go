@@ -25,10 +25,10 @@ func (d *Device) crypt(b *batch) {
 	p := b.peer
 	if b.sendKP != nil {
 		d.seal(b)
-		p.sendq.complete(b, p.flushSend)
+		p.carry().sendq.complete(b, p.flushSend)
 	} else {
 		d.open(b)
-		p.recvq.complete(b, p.deliverAll)
+		p.carry().recvq.complete(b, p.deliverAll)
 	}
 }
 

@@ -232,7 +232,7 @@ func TestFlowMemoMatchesFlowBucket(t *testing.T) {
 		{0x45},    // garbage: bucket 0
 		{0x60, 0}, // garbage too
 	}
-	var p Peer
+	p := &Peer{d: &Device{}} // enough for the flow counts
 	bt := &batch{flows: make([]uint8, 64)}
 	rng := uint32(1)
 	for round := 0; round < 200; round++ {
@@ -260,18 +260,18 @@ func TestFlowMemoMatchesFlowBucket(t *testing.T) {
 		}
 		p.countFlows(bt)
 		for h := range want {
-			if got := p.flowq[h].Load(); got != want[h] {
+			if got := p.carry().flowq[h].Load(); got != want[h] {
 				t.Fatalf("round %d: bucket %d counts %d, want %d", round, h, got, want[h])
 			}
 		}
 		p.uncountFlows(bt)
-		for h := range p.flowq {
-			if got := p.flowq[h].Load(); got != 0 {
+		for h := range p.carry().flowq {
+			if got := p.carry().flowq[h].Load(); got != 0 {
 				t.Fatalf("round %d: bucket %d left at %d after uncount", round, h, got)
 			}
 		}
-		if p.queued.Load() != 0 {
-			t.Fatalf("round %d: %d left queued", round, p.queued.Load())
+		if p.carry().queued.Load() != 0 {
+			t.Fatalf("round %d: %d left queued", round, p.carry().queued.Load())
 		}
 	}
 }

@@ -38,23 +38,27 @@ const idleRetry = time.Second
 // should look again (zero: nothing to free). Called by the wheel without
 // Peer.mu: the sequencers' flush locks rank above it.
 func (p *Peer) releaseIfIdle(now time.Time) time.Time {
-	sp, sHeld := p.sendq.usage()
-	rp, rHeld := p.recvq.usage()
+	t := p.live.Load()
+	if t == nil {
+		return time.Time{} // never carried a packet: nothing to free
+	}
+	sp, sHeld := t.sendq.usage()
+	rp, rHeld := t.recvq.usage()
 	if !sHeld && !rHeld {
-		p.idle = idleMark{}
+		t.idle = idleMark{}
 		return time.Time{}
 	}
-	idle, again := p.idle.observe(sp+rp, now, p.d.tp.KeepaliveTimeout)
+	idle, again := t.idle.observe(sp+rp, now, p.d.tp.KeepaliveTimeout)
 	if !idle {
 		return again
 	}
-	if !p.sendq.shrink(p.dropSendOut) || !p.recvq.shrink(nil) {
+	if !t.sendq.shrink(p.dropSendOut) || !t.recvq.shrink(nil) {
 		return now.Add(idleRetry)
 	}
-	p.idle = idleMark{}
+	t.idle = idleMark{}
 	return time.Time{}
 }
 
 // dropSendOut frees the send scratch; sendq.shrink calls it under
 // sendq.flushMu, which guards sendOut. flushSend allocates it again.
-func (p *Peer) dropSendOut() { p.sendOut = nil }
+func (p *Peer) dropSendOut() { p.carry().sendOut = nil }

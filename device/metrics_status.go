@@ -76,7 +76,10 @@ func (d *Device) Stats(maxPeers int) Stats {
 		rx, tx := p.rxBytes.Load(), p.txBytes.Load()
 		st.RxBytes += rx
 		st.TxBytes += tx
-		queued := int(p.queued.Load())
+		queued := 0
+		if t := p.live.Load(); t != nil {
+			queued = int(t.queued.Load())
+		}
 		st.Queues.TxQueued += queued
 		if !detail {
 			continue

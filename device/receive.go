@@ -95,11 +95,12 @@ func (d *Device) routeInbound(rb *batch, n int) *batch {
 func (d *Device) queueInbound(b *batch, kp *keypair) {
 	b.recvKP = kp
 	b.peer = kp.peer
-	if !kp.peer.recvq.reserve(d.stop) {
+	recvq := &kp.peer.carry().recvq
+	if !recvq.reserve(d.stop) {
 		b.release()
 		return
 	}
-	kp.peer.recvq.push(b)
+	recvq.push(b)
 	d.dispatch(b)
 }
 
@@ -159,7 +160,7 @@ func (p *Peer) deliver(b *batch) {
 	}
 	sojourn := now.Sub(b.born)
 	aqmOn := !d.aqmOff && !b.born.IsZero()
-	behind := len(p.recvq.slots) > 0
+	behind := len(p.carry().recvq.slots) > 0
 	for i := 0; i < b.n; i++ {
 		if !b.ok[i] {
 			d.ctr.inc(cRxDecryptFailed)

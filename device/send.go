@@ -120,12 +120,13 @@ func (d *Device) splitSparse(rb *batch, p *Peer, now time.Time) {
 	if sb == nil {
 		return
 	}
-	var stay uint64 // buckets with a packet that stays in rb, so far
+	t := p.live.Load() // nil: nothing ever queued, every count is zero
+	var stay uint64    // buckets with a packet that stays in rb, so far
 	w := 0
 	for j := 0; j < rb.n; j++ {
 		pkt := rb.bufs[j][stagedFrom : stagedFrom+rb.sizes[j]]
 		h := flowBucket(pkt)
-		if rb.sizes[j] <= sparseSize && stay&(1<<h) == 0 && p.flowq[h].Load() == 0 &&
+		if rb.sizes[j] <= sparseSize && stay&(1<<h) == 0 && (t == nil || t.flowq[h].Load() == 0) &&
 			sb.n < smallBatch && appendPacket(sb, rb, j, stagedFrom, false) {
 			continue
 		}
@@ -171,15 +172,16 @@ func (p *Peer) sendBatchTxLocked(b *batch, now time.Time) {
 	d := p.d
 	b.peer = p
 	direct := p.goesDirect(b)
+	sendq := &p.carry().sendq
 	// Room in the sequencer first, with no lock held: a full queue makes the
 	// producer wait rather than drop.
-	if !direct && !p.sendq.reserve(d.stop) {
+	if !direct && !sendq.reserve(d.stop) {
 		b.release()
 		return
 	}
 	unreserve := func() {
 		if !direct {
-			p.sendq.unreserve()
+			sendq.unreserve()
 		}
 	}
 	p.mu.Lock()
@@ -233,7 +235,7 @@ func (p *Peer) sendBatchTxLocked(b *batch, now time.Time) {
 	rekey := d.tp.RekeyOnSend(kp.Created, kp.Initiator, kp.SendCount(), now)
 	queued := b.n > 0
 	if queued && !direct {
-		p.sendq.push(b)
+		sendq.push(b)
 	}
 	p.mu.Unlock()
 	switch {
@@ -358,10 +360,11 @@ func paddedSize(size, mtu int) int {
 // batches (a UDP stream read a packet at a time) costs one sendmmsg, not
 // one each. Called by the peer's send sequencer, which serializes it.
 func (p *Peer) flushSend(bs []*batch) {
-	if p.sendOut == nil { // first send: idle peers never pay for this
-		p.sendOut = make([][]byte, 0, max(p.d.opts.BatchSize, p.d.bind.BatchSize()))
+	t := p.carry()
+	if t.sendOut == nil { // first send: idle peers never pay for this
+		t.sendOut = make([][]byte, 0, max(p.d.opts.BatchSize, p.d.bind.BatchSize()))
 	}
-	p.sendOut = p.sendBatches(bs, p.sendOut)
+	t.sendOut = p.sendBatches(bs, t.sendOut)
 }
 
 // sendBatches sends bs's datagrams through out, a scratch slice whose
@@ -428,12 +431,13 @@ const directReorder = 4096
 // the flow can be queued meanwhile. The flow hash is computed again here
 // rather than kept: these are a handful of packets.
 func (p *Peer) goesDirect(b *batch) bool {
-	if b.n > smallBatch || int(p.queued.Load())+b.n > directReorder {
+	t := p.carry()
+	if b.n > smallBatch || int(t.queued.Load())+b.n > directReorder {
 		return false
 	}
 	for i := 0; i < b.n; i++ {
 		h := flowBucket(b.bufs[i][stagedFrom : stagedFrom+b.sizes[i]])
-		if p.flowq[h].Load() != 0 {
+		if t.flowq[h].Load() != 0 {
 			return false
 		}
 	}
@@ -445,6 +449,7 @@ func (p *Peer) goesDirect(b *batch) bool {
 // before b can be flushed, so a direct send checking the counts under
 // txMu never misses a packet queued ahead of it.
 func (p *Peer) countFlows(b *batch) {
+	t := p.carry()
 	var m flowMemo
 	var run int32 // packets of bucket last not yet added
 	var last uint8
@@ -452,16 +457,16 @@ func (p *Peer) countFlows(b *batch) {
 		h := m.bucket(b.bufs[i][stagedFrom : stagedFrom+b.sizes[i]])
 		b.flows[i] = h
 		if run > 0 && h != last {
-			p.flowq[last].Add(run)
+			t.flowq[last].Add(run)
 			run = 0
 		}
 		last = h
 		run++
 	}
 	if run > 0 {
-		p.flowq[last].Add(run)
+		t.flowq[last].Add(run)
 	}
-	p.queued.Add(int32(b.n))
+	t.queued.Add(int32(b.n))
 	b.counted = true
 }
 
@@ -469,15 +474,16 @@ func (p *Peer) uncountFlows(b *batch) {
 	if !b.counted {
 		return
 	}
+	t := p.carry()
 	var run int32
 	for i := 0; i < b.n; i++ {
 		run++
 		if i == b.n-1 || b.flows[i+1] != b.flows[i] {
-			p.flowq[b.flows[i]].Add(-run)
+			t.flowq[b.flows[i]].Add(-run)
 			run = 0
 		}
 	}
-	p.queued.Add(-int32(b.n))
+	t.queued.Add(-int32(b.n))
 	b.counted = false
 }
 

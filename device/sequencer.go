@@ -31,9 +31,15 @@ type sequencer struct {
 }
 
 func newSequencer(capacity int) *sequencer {
-	// The ring and scratch are allocated on first use: idle peers (and a
-	// device may have 10,000) pay only for the channel header.
-	return &sequencer{capacity: capacity, slots: make(chan struct{}, capacity)}
+	s := new(sequencer)
+	s.init(capacity)
+	return s
+}
+
+// init readies a zero sequencer. The ring and scratch are allocated on
+// first use: idle peers pay only for the channel header.
+func (s *sequencer) init(capacity int) {
+	s.capacity, s.slots = capacity, make(chan struct{}, capacity)
 }
 
 // reserve waits for room for one batch; false if stop closed first. The

@@ -187,7 +187,7 @@ func fuzzInitiation(t *testing.T, fx *fuzzFixture, b []byte) {
 	if err != nil {
 		return
 	}
-	before := *fx.fresh
+	before := snapshot(fx.fresh)
 	if err := fx.fresh.AcceptInitiation(&info, t0); err != nil {
 		unchanged(t, "refused initiation", fx.fresh, before)
 		return
@@ -195,7 +195,7 @@ func fuzzInitiation(t *testing.T, fx *fuzzFixture, b []byte) {
 	if !bytes.Equal(b[8:116], fx.init[8:116]) {
 		t.Fatalf("forged initiation accepted: %x", b)
 	}
-	*fx.fresh = before // the next candidate starts from scratch too
+	before.restore(fx.fresh) // the next candidate starts from scratch too
 }
 
 func fuzzResponse(t *testing.T, fx *fuzzFixture, b []byte) {
@@ -203,7 +203,7 @@ func fuzzResponse(t *testing.T, fx *fuzzFixture, b []byte) {
 	if err != nil {
 		return
 	}
-	before := *fx.p.ha
+	before := snapshot(fx.p.ha)
 	if err := fx.p.ha.ConsumeResponse(&m, t0); err != nil {
 		unchanged(t, "refused response", fx.p.ha, before)
 		return
@@ -211,7 +211,7 @@ func fuzzResponse(t *testing.T, fx *fuzzFixture, b []byte) {
 	if !bytes.Equal(b[8:60], fx.resp[8:60]) {
 		t.Fatalf("forged response accepted: %x", b)
 	}
-	*fx.p.ha = before
+	before.restore(fx.p.ha)
 }
 
 func fuzzCookieReply(t *testing.T, fx *fuzzFixture, b []byte) {

@@ -47,6 +47,21 @@ type Handshake struct {
 	remote PublicKey
 	psk    PresharedKey
 
+	// *handshakeWork is nil until the first handshake with this peer:
+	// most of a gateway's configured peers may never handshake, and each
+	// would carry 0.2 KiB of it. Every field of it is read only after the
+	// first handshake method allocated it (work), or through a nil check.
+	*handshakeWork
+
+	// Replay and flood protection for initiations we accept; these survive
+	// Clear and SetLocal because they are about the remote's clock.
+	lastTimestamp  [TimestampSize]byte
+	lastInitiation time.Time
+}
+
+// handshakeWork is the part of a Handshake that only handshaking needs; it
+// stays once allocated.
+type handshakeWork struct {
 	// staticStatic is DH(local static, remote static), computed by the
 	// first handshake that needs it and kept until either key changes
 	// (ssDone); ssErr says why it is unusable. Not when a key is set: a
@@ -68,30 +83,36 @@ type Handshake struct {
 	localIndex      uint32
 	remoteIndex     uint32
 	initiationSent  time.Time // when our in-flight initiation was created
+}
 
-	// Replay and flood protection for initiations we accept; these survive
-	// Clear and SetLocal because they are about the remote's clock.
-	lastTimestamp  [TimestampSize]byte
-	lastInitiation time.Time
+// work allocates the handshake's working state on first use.
+func (h *Handshake) work() *handshakeWork {
+	if h.handshakeWork == nil {
+		h.handshakeWork = &handshakeWork{hash0: initialHash(&h.remote)}
+	}
+	return h.handshakeWork
 }
 
 // NewHandshake prepares the handshake with the peer whose static key is
 // remote. local may be nil while the device has no private key; the handshake
 // then refuses to create or accept messages with ErrNoPrivateKey.
 func NewHandshake(local *Static, remote PublicKey, psk PresharedKey) *Handshake {
-	h := &Handshake{remote: remote, psk: psk, hash0: initialHash(&remote)}
+	h := &Handshake{remote: remote, psk: psk}
 	h.setLocal(local)
 	return h
 }
 
 func (h *Handshake) setLocal(local *Static) {
 	h.local = local
-	clear(h.staticStatic[:])
-	h.ssDone, h.ssErr = false, nil
+	if h.handshakeWork != nil {
+		clear(h.staticStatic[:])
+		h.ssDone, h.ssErr = false, nil
+	}
 }
 
 // ss returns the static-static DH, computing it the first time.
 func (h *Handshake) ss() (*[hashSize]byte, error) {
+	h.work()
 	if !h.ssDone {
 		h.ssDone = true
 		if h.ssErr = h.local.usable(); h.ssErr == nil {
@@ -131,11 +152,20 @@ func (h *Handshake) State() HandshakeState { return h.state }
 // LocalIndex returns the receiver index of the in-flight handshake (the
 // sender index of the message we created), or 0 if there is none. The caller
 // owns the index table entry and frees it when the index changes.
-func (h *Handshake) LocalIndex() uint32 { return h.localIndex }
+func (h *Handshake) LocalIndex() uint32 {
+	if h.handshakeWork == nil {
+		return 0
+	}
+	return h.localIndex
+}
 
 // Clear forgets the in-flight handshake and zeroes its secrets; the
 // key-zeroing timer calls it. The replay and flood state is kept.
 func (h *Handshake) Clear() {
+	h.state = HandshakeNone
+	if h.handshakeWork == nil {
+		return // never handshook: no secrets
+	}
 	clear(h.hash[:])
 	clear(h.chainKey[:])
 	clear(h.remoteEphemeral[:])

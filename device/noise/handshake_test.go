@@ -40,14 +40,46 @@ func mustOpen(t testing.TB, local *Static, m *Initiation) InitiationInfo {
 	return info
 }
 
+// handshakeCopy is a deep copy of a Handshake, for unchanged.
+type handshakeCopy struct {
+	h    Handshake // its handshakeWork nil
+	w    handshakeWork
+	hasW bool
+}
+
+func snapshot(h *Handshake) handshakeCopy {
+	c := handshakeCopy{h: *h}
+	c.h.handshakeWork = nil
+	if h.handshakeWork != nil {
+		c.w, c.hasW = *h.handshakeWork, true
+	}
+	return c
+}
+
+// restore puts the copy back into h.
+func (c handshakeCopy) restore(h *Handshake) {
+	*h = c.h
+	if c.hasW {
+		w := c.w
+		h.handshakeWork = &w
+	}
+}
+
 // unchanged fails unless h equals the copy taken before a failed call:
 // failed messages must leave the handshake exactly as it was.
-func unchanged(t *testing.T, what string, h *Handshake, before Handshake) {
+func unchanged(t *testing.T, what string, h *Handshake, before handshakeCopy) {
 	t.Helper()
 	// The static-static DH is a cache a failed call may fill (it depends
-	// only on the two static keys); everything else must be as it was.
-	after := *h
-	after.staticStatic, after.ssDone, after.ssErr = before.staticStatic, before.ssDone, before.ssErr
+	// only on the two static keys), and the working state it lives in may
+	// have been allocated for it; everything else must be as it was.
+	after := snapshot(h)
+	if !before.hasW && after.hasW {
+		before.w, before.hasW = handshakeWork{hash0: after.w.hash0}, true
+		if after.w.hash0 != initialHash(&h.remote) {
+			t.Fatalf("%s: wrong initial hash", what)
+		}
+	}
+	after.w.staticStatic, after.w.ssDone, after.w.ssErr = before.w.staticStatic, before.w.ssDone, before.w.ssErr
 	if after != before {
 		t.Fatalf("%s changed the handshake", what)
 	}
@@ -59,8 +91,8 @@ func unchanged(t *testing.T, what string, h *Handshake, before Handshake) {
 func TestStaticStaticIsLazy(t *testing.T) {
 	p := newPeers(t, PresharedKey{}, PresharedKey{})
 	fresh := NewHandshake(p.ha.local, p.ha.remote, PresharedKey{})
-	if fresh.ssDone {
-		t.Fatal("NewHandshake computed the static-static DH")
+	if fresh.handshakeWork != nil {
+		t.Fatal("NewHandshake computed the static-static DH (or allocated handshake state)")
 	}
 	mustInitiate(t, fresh, t0, 7)
 	if !fresh.ssDone || fresh.staticStatic == ([hashSize]byte{}) {
@@ -164,7 +196,7 @@ func TestReplayedTimestamp(t *testing.T) {
 	}
 	later := t0.Add(time.Hour) // well past the flood limit
 	for name, m := range map[string]Initiation{"same": first, "older": older, "same TAI64N step": sameStep} {
-		before := *p.hb
+		before := snapshot(p.hb)
 		info := mustOpen(t, p.b, &m)
 		wantErr(t, name, p.hb.AcceptInitiation(&info, later), ErrReplayedTimestamp)
 		unchanged(t, name, p.hb, before)
@@ -187,7 +219,7 @@ func TestInitiationFlood(t *testing.T) {
 	if err := p.hb.AcceptInitiation(&i1, r0); err != nil {
 		t.Fatal(err)
 	}
-	before := *p.hb
+	before := snapshot(p.hb)
 	wantErr(t, "flood", p.hb.AcceptInitiation(&i2, r0.Add(HandshakeInitiationRate-time.Nanosecond)), ErrFlood)
 	unchanged(t, "flood", p.hb, before)
 	wantErr(t, "clock went back", p.hb.AcceptInitiation(&i2, r0.Add(-time.Second)), ErrFlood)
@@ -209,7 +241,7 @@ func TestUnknownStaticKey(t *testing.T) {
 	if info.Remote != stranger.Public {
 		t.Fatal("wrong static key")
 	}
-	before := *p.hb
+	before := snapshot(p.hb)
 	wantErr(t, "other peer", p.hb.AcceptInitiation(&info, t0), ErrUnknownPeer)
 	unchanged(t, "other peer", p.hb, before)
 
@@ -237,7 +269,7 @@ func TestPresharedKeyMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := *p.ha
+	before := snapshot(p.ha)
 	wantErr(t, "psk mismatch", p.ha.ConsumeResponse(&resp, t0), ErrDecrypt)
 	unchanged(t, "psk mismatch", p.ha, before)
 	// Because nothing changed, the right key still completes it.
@@ -257,7 +289,7 @@ func TestPresharedKeyMismatch(t *testing.T) {
 func TestTamperedInitiation(t *testing.T) {
 	p := newPeers(t, PresharedKey{}, PresharedKey{})
 	wire := mustInitiateBytes(t, p.ha)
-	before := *p.hb
+	before := snapshot(p.hb)
 	for i := 8; i < InitiationSize-2*macSize; i++ {
 		b := bytes.Clone(wire)
 		b[i] ^= 1
@@ -293,7 +325,7 @@ func TestTamperedResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	wire := resp.AppendTo(nil)
-	before := *p.ha
+	before := snapshot(p.ha)
 	for i := 8; i < ResponseSize-2*macSize; i++ {
 		b := bytes.Clone(wire)
 		b[i] ^= 1
@@ -311,7 +343,7 @@ func TestTamperedResponse(t *testing.T) {
 func TestStateErrors(t *testing.T) {
 	p := newPeers(t, PresharedKey{}, PresharedKey{})
 	var resp Response
-	before := *p.ha
+	before := snapshot(p.ha)
 	_, err := p.ha.CreateResponse(rand.Reader, 1)
 	wantErr(t, "CreateResponse without initiation", err, ErrState)
 	wantErr(t, "ConsumeResponse without initiation", p.ha.ConsumeResponse(&resp, t0), ErrState)
@@ -332,7 +364,7 @@ func TestStateErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before = *p.ha
+	before = snapshot(p.ha)
 	wrong := resp
 	wrong.Receiver = 6
 	wantErr(t, "wrong receiver", p.ha.ConsumeResponse(&wrong, t0), ErrState)
@@ -341,7 +373,7 @@ func TestStateErrors(t *testing.T) {
 	if err := p.ha.ConsumeResponse(&resp, t0.Add(RejectAfterTime)); err != nil {
 		t.Fatal(err)
 	}
-	before = *p.ha
+	before = snapshot(p.ha)
 	wantErr(t, "second response", p.ha.ConsumeResponse(&resp, t0), ErrState)
 	unchanged(t, "second response", p.ha, before)
 }
@@ -349,7 +381,7 @@ func TestStateErrors(t *testing.T) {
 func TestNoPrivateKey(t *testing.T) {
 	p := newPeers(t, PresharedKey{}, PresharedKey{})
 	h := NewHandshake(nil, p.b.Public, PresharedKey{})
-	before := *h
+	before := snapshot(h)
 	_, err := h.CreateInitiation(t0, rand.Reader, 1)
 	wantErr(t, "CreateInitiation", err, ErrNoPrivateKey)
 	m := mustInitiate(t, p.ha, t0, 1)
@@ -381,7 +413,7 @@ func TestLowOrderPoints(t *testing.T) {
 		_, err = OpenInitiation(p.b, &m)
 		wantErr(t, "low-order initiation ephemeral", err, ErrInvalidPublicKey)
 
-		before := *p.ha
+		before := snapshot(p.ha)
 		resp := Response{Receiver: 1, Ephemeral: bad}
 		wantErr(t, "low-order response ephemeral", p.ha.ConsumeResponse(&resp, t0), ErrInvalidPublicKey)
 		unchanged(t, "low-order response", p.ha, before)
@@ -394,7 +426,7 @@ func (failingReader) Read([]byte) (int, error) { return 0, errors.New("entropy e
 
 func TestRandomFailure(t *testing.T) {
 	p := newPeers(t, PresharedKey{}, PresharedKey{})
-	before := *p.ha
+	before := snapshot(p.ha)
 	_, err := p.ha.CreateInitiation(t0, failingReader{}, 1)
 	wantErr(t, "CreateInitiation", err, ErrRandom)
 	unchanged(t, "CreateInitiation", p.ha, before)
@@ -404,7 +436,7 @@ func TestRandomFailure(t *testing.T) {
 	if err := p.hb.AcceptInitiation(&info, t0); err != nil {
 		t.Fatal(err)
 	}
-	before = *p.hb
+	before = snapshot(p.hb)
 	_, err = p.hb.CreateResponse(failingReader{}, 2)
 	wantErr(t, "CreateResponse", err, ErrRandom)
 	unchanged(t, "CreateResponse", p.hb, before)
