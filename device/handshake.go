@@ -158,10 +158,17 @@ func (d *Device) handleHandshake(m *hsMsg, out *replies) {
 	switch typ {
 	case noise.TypeInitiation:
 		d.ctr.inc(cHandshakeInitiationsReceived)
-		d.handleInitiation(msg, ep, now)
+		answered := d.handleInitiation(msg, ep, now)
 		// Charged the wall time it took: on a CPU that a flood contends
 		// that is more than the CPU time, and fewer pass.
 		switch {
+		case stranger && answered:
+			// A configured peer writing from an address we did not know
+			// (a road warrior after a restart): not the work the
+			// strangers' budget bounds, which only a peer's own key can
+			// prove (a replayed initiation is not answered). Its token
+			// goes back and its time is not charged.
+			d.strangers.Refund()
 		case stranger:
 			d.strangerTime.Charge(d.now().Sub(now))
 		case unproven:
@@ -224,30 +231,31 @@ func (p *Peer) retryWithCookie(now time.Time) {
 	}
 }
 
-// handleInitiation answers a valid initiation from a known peer. Unknown
-// keys, replays and floods are dropped without a reply.
-func (d *Device) handleInitiation(msg []byte, ep conn.Endpoint, now time.Time) {
+// handleInitiation answers a valid initiation from a known peer, and
+// reports whether it did. Unknown keys, replays and floods are dropped
+// without a reply.
+func (d *Device) handleInitiation(msg []byte, ep conn.Endpoint, now time.Time) bool {
 	static := d.static.Load()
 	init, err := noise.ParseInitiation(msg)
 	if err != nil || static == nil {
 		d.ctr.inc(cRxHandshakeRejected)
-		return
+		return false
 	}
 	info, err := noise.OpenInitiation(static, &init)
 	if err != nil {
 		d.ctr.inc(cRxHandshakeRejected)
-		return
+		return false
 	}
 	p := d.lookupPeer(info.Remote)
 	if p == nil {
 		d.ctr.inc(cRxHandshakeRejected)
-		return
+		return false
 	}
 	var out [noise.ResponseSize]byte
 	resp, ok := p.answerInitiation(&info, now, out[:0])
 	if !ok {
 		d.ctr.inc(cRxHandshakeRejected)
-		return
+		return false
 	}
 	// Handshake messages count as transfer, as in wireguard-go and the kernel.
 	p.rxBytes.Add(uint64(len(msg)))
@@ -258,6 +266,7 @@ func (d *Device) handleInitiation(msg []byte, ep conn.Endpoint, now time.Time) {
 	} else {
 		p.txBytes.Add(-uint64(len(resp)))
 	}
+	return true
 }
 
 // answerInitiation accepts an opened initiation and derives the responder's

@@ -61,6 +61,14 @@ func (b *Bucket) Allow(now time.Time) bool {
 	return true
 }
 
+// Refund gives back a token taken by Allow, up to Burst: for work that
+// turned out not to be what the bucket bounds.
+func (b *Bucket) Refund() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.b.credit = min(b.b.max, b.b.credit+b.b.cost)
+}
+
 // Pacer spaces work out to PerSecond units a second with bursts of up to
 // Burst, by telling its one caller how long to wait rather than refusing:
 // a reader that waits leaves the excess to the kernel, which drops it at

@@ -68,3 +68,28 @@ func TestPacerExactWaits(t *testing.T) {
 		t.Fatalf("one past the refilled burst waits %v, want 1ms", w)
 	}
 }
+
+// Refund gives a token back, never past the burst.
+func TestBucketRefund(t *testing.T) {
+	now := time.Unix(100, 0)
+	b := NewBucket(1, 2)
+	allowed := func() (n int) {
+		for b.Allow(now) {
+			n++
+		}
+		return n
+	}
+	if n := allowed(); n != 2 {
+		t.Fatalf("a fresh bucket of burst 2 allowed %d", n)
+	}
+	b.Refund()
+	if n := allowed(); n != 1 {
+		t.Fatalf("one refund allowed %d", n)
+	}
+	b.Refund()
+	b.Refund()
+	b.Refund()
+	if n := allowed(); n != 2 {
+		t.Fatalf("three refunds into a bucket of burst 2 allowed %d", n)
+	}
+}
