@@ -13,80 +13,119 @@ import (
 	"github.com/fips-go/fips-go/tun/netstack"
 )
 
-// udpFlow is one local client of a UDP forward and its socket in the
-// tunnel.
+// udpFlow is one client of a UDP forward and its own socket towards the
+// far side.
 type udpFlow struct {
 	c    net.Conn
 	act  proxy.Activity
 	stop chan struct{}
 }
 
-// serveUDPForward relays datagrams between local clients of pc and remote
-// inside the tunnel: each client address gets its own tunnel socket, so
-// replies find their way back. Flows count against lim and end when idle.
-func serveUDPForward(ctx context.Context, pc *net.UDPConn, ns *netstack.Net, remote netip.AddrPort, lim *proxy.Limiter, o Options) {
-	var mu sync.Mutex // guards flows
-	flows := map[netip.AddrPort]*udpFlow{}
-	var wg sync.WaitGroup
-	defer func() {
-		mu.Lock()
-		for _, f := range flows {
-			f.c.Close()
+// udpFlows are a UDP forward's flows, one per client address (K), so that
+// replies find their way back. Each counts against lim and ends when idle
+// or when the forward closes.
+type udpFlows[K comparable] struct {
+	ctx   context.Context
+	lim   *proxy.Limiter
+	o     Options
+	what  string // names the forward in log lines
+	mu    sync.Mutex
+	flows map[K]*udpFlow
+	wg    sync.WaitGroup
+}
+
+func newUDPFlows[K comparable](ctx context.Context, lim *proxy.Limiter, o Options, what string) *udpFlows[K] {
+	return &udpFlows[K]{ctx: ctx, lim: lim, o: o, what: what, flows: map[K]*udpFlow{}}
+}
+
+// lookup returns from's flow, nil when there is none.
+func (u *udpFlows[K]) lookup(from K) *udpFlow {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.flows[from]
+}
+
+// open returns from's flow, opening it with dial when there is none; nil
+// (logged) when the limit is reached or dial fails. reply passes what the
+// flow's socket receives back to from.
+func (u *udpFlows[K]) open(from K, dial func() (net.Conn, error), reply func([]byte)) *udpFlow {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if f := u.flows[from]; f != nil {
+		return f
+	}
+	if !u.lim.TryAcquire() {
+		u.o.Logf("%s: dropping a datagram from %v: %d flows open (the limit)", u.what, from, u.lim.Cap())
+		return nil
+	}
+	c, err := dial()
+	if err != nil {
+		u.lim.Release()
+		u.o.Logf("%s: %v", u.what, err)
+		return nil
+	}
+	f := &udpFlow{c: c, stop: make(chan struct{})}
+	f.act.Touch()
+	u.flows[from] = f
+	u.wg.Go(func() {
+		go proxy.CloseWhenIdle(u.ctx, &f.act, u.o.IdleTimeout, f.stop, func() { c.Close() })
+		flowReplies(f, reply)
+		close(f.stop)
+		c.Close()
+		u.mu.Lock()
+		delete(u.flows, from)
+		u.mu.Unlock()
+		u.lim.Release()
+	})
+	return f
+}
+
+// close ends every flow and waits for them.
+func (u *udpFlows[K]) close() {
+	u.mu.Lock()
+	for _, f := range u.flows {
+		f.c.Close()
+	}
+	u.mu.Unlock()
+	u.wg.Wait()
+}
+
+// flowReplies passes what f's socket receives to reply until it closes.
+func flowReplies(f *udpFlow, reply func([]byte)) {
+	buf := make([]byte, 65535)
+	for {
+		n, err := f.c.Read(buf)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			continue // an ICMP error for an earlier datagram
 		}
-		mu.Unlock()
-		wg.Wait()
-	}()
+		if err != nil {
+			return
+		}
+		f.act.Touch()
+		reply(buf[:n])
+	}
+}
+
+// serveUDPForward relays datagrams between local clients of pc and remote
+// inside the tunnel: each client address gets its own tunnel socket.
+func serveUDPForward(ctx context.Context, pc *net.UDPConn, ns *netstack.Net, remote netip.AddrPort, lim *proxy.Limiter, o Options) {
+	u := newUDPFlows[netip.AddrPort](ctx, lim, o, fmt.Sprintf("udp forward to %v", remote))
+	defer u.close()
+	dial := func() (net.Conn, error) { return ns.DialUDPAddrPort(netip.AddrPort{}, remote) }
 	buf := make([]byte, 65535)
 	for {
 		n, from, err := pc.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			return
 		}
-		mu.Lock()
-		f := flows[from]
+		f := u.lookup(from)
 		if f == nil {
-			if !lim.TryAcquire() {
-				mu.Unlock()
-				o.Logf("udp forward to %v: dropping a datagram from %v: %d flows open (the limit)", remote, from, lim.Cap())
+			if f = u.open(from, dial, func(b []byte) { pc.WriteToUDPAddrPort(b, from) }); f == nil {
 				continue
 			}
-			c, err := ns.DialUDPAddrPort(netip.AddrPort{}, remote)
-			if err != nil {
-				lim.Release()
-				mu.Unlock()
-				o.Logf("udp forward to %v: %v", remote, err)
-				continue
-			}
-			f = &udpFlow{c: c, stop: make(chan struct{})}
-			f.act.Touch()
-			flows[from] = f
-			wg.Go(func() {
-				go proxy.CloseWhenIdle(ctx, &f.act, o.IdleTimeout, f.stop, func() { c.Close() })
-				udpFlowReplies(pc, f, from)
-				close(f.stop)
-				c.Close()
-				mu.Lock()
-				delete(flows, from)
-				mu.Unlock()
-				lim.Release()
-			})
 		}
-		mu.Unlock()
 		f.act.Touch()
 		f.c.Write(buf[:n])
-	}
-}
-
-// udpFlowReplies passes the tunnel's replies back to the client at from.
-func udpFlowReplies(pc *net.UDPConn, f *udpFlow, from netip.AddrPort) {
-	buf := make([]byte, 65535)
-	for {
-		n, err := f.c.Read(buf)
-		if err != nil {
-			return
-		}
-		f.act.Touch()
-		pc.WriteToUDPAddrPort(buf[:n], from)
 	}
 }
 
@@ -115,20 +154,11 @@ func reverseUDPListeners(ns *netstack.Net, addrs []netip.Addr, port uint16) ([]n
 
 // serveUDPReverse relays datagrams between tunnel clients of pc and local
 // here: each client address gets its own local socket, connected to
-// local, so replies find their way back. Flows count against lim and end
-// when idle.
+// local.
 func serveUDPReverse(ctx context.Context, pc net.PacketConn, local string, lim *proxy.Limiter, o Options) {
-	var mu sync.Mutex // guards flows
-	flows := map[string]*udpFlow{}
-	var wg sync.WaitGroup
-	defer func() {
-		mu.Lock()
-		for _, f := range flows {
-			f.c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	}()
+	u := newUDPFlows[string](ctx, lim, o, "reverse udp forward to "+local)
+	defer u.close()
+	dial := func() (net.Conn, error) { return net.Dial("udp", local) }
 	buf := make([]byte, 65535)
 	for {
 		n, from, err := pc.ReadFrom(buf)
@@ -136,53 +166,13 @@ func serveUDPReverse(ctx context.Context, pc net.PacketConn, local string, lim *
 			return
 		}
 		key := from.String()
-		mu.Lock()
-		f := flows[key]
+		f := u.lookup(key)
 		if f == nil {
-			if !lim.TryAcquire() {
-				mu.Unlock()
-				o.Logf("reverse udp forward to %s: dropping a datagram from %v: %d flows open (the limit)", local, from, lim.Cap())
+			if f = u.open(key, dial, func(b []byte) { pc.WriteTo(b, from) }); f == nil {
 				continue
 			}
-			c, err := net.Dial("udp", local)
-			if err != nil {
-				lim.Release()
-				mu.Unlock()
-				o.Logf("reverse udp forward to %s: %v", local, err)
-				continue
-			}
-			f = &udpFlow{c: c, stop: make(chan struct{})}
-			f.act.Touch()
-			flows[key] = f
-			wg.Go(func() {
-				go proxy.CloseWhenIdle(ctx, &f.act, o.IdleTimeout, f.stop, func() { c.Close() })
-				reverseReplies(pc, f, from)
-				close(f.stop)
-				c.Close()
-				mu.Lock()
-				delete(flows, key)
-				mu.Unlock()
-				lim.Release()
-			})
 		}
-		mu.Unlock()
 		f.act.Touch()
 		f.c.Write(buf[:n])
-	}
-}
-
-// reverseReplies passes the local server's replies back into the tunnel.
-func reverseReplies(pc net.PacketConn, f *udpFlow, to net.Addr) {
-	buf := make([]byte, 65535)
-	for {
-		n, err := f.c.Read(buf)
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			continue // an ICMP error for an earlier datagram
-		}
-		if err != nil {
-			return
-		}
-		f.act.Touch()
-		pc.WriteTo(buf[:n], to)
 	}
 }
