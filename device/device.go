@@ -245,6 +245,7 @@ type Device struct {
 	strangers    *ratelimit.Bucket   // MAC2-proven initiations from unknown endpoints
 	strangerTime *ratelimit.Share    // the time those initiations' handling takes
 	knownTime    *ratelimit.Share    // the time known endpoints' initiations without MAC2 take
+	answered     atomic.Uint64       // initiations answered: configured peers', fresh (see receiver)
 	cookieBudget *ratelimit.Bucket   // what the anonymous queue may take under load
 	limitCookies *ratelimit.Limiter  // the same, per address
 	shedMu       sync.Mutex          // serializes changes of shedding and the bind's Shed

@@ -266,6 +266,7 @@ func (d *Device) handleInitiation(msg []byte, ep conn.Endpoint, now time.Time) b
 	} else {
 		p.txBytes.Add(-uint64(len(resp)))
 	}
+	d.answered.Add(1)
 	return true
 }
 

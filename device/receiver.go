@@ -21,6 +21,7 @@ func (d *Device) receiver(fn conn.ReceiveFunc) {
 	rb := d.getBatch()
 	var retry retryPolicy
 	pace := ratelimit.NewPacer(d.opts.HandshakeReads, d.opts.HandshakeReads/20)
+	answered := d.answered.Load()
 	for rb != nil {
 		if rb = d.current(rb); rb == nil {
 			break
@@ -57,6 +58,16 @@ func (d *Device) receiver(fn conn.ReceiveFunc) {
 			d.shed(load)
 		}
 		if hs > 0 && load {
+			// Initiations the workers answered since the last look were
+			// configured peers' (a restarted gateway's road warriors all
+			// at once), not the flood the pacing is for: they give their
+			// reads back, so their retries are read rather than left to
+			// the kernel to drop. Only a peer's key makes an initiation
+			// that is answered.
+			if a := d.answered.Load(); a != answered {
+				pace.Refund(int(min(a-answered, 1<<20)))
+				answered = a
+			}
 			if wait := pace.Spend(hs, now); wait > 0 {
 				d.ctr.inc(cRxHandshakeReadsPaused)
 				if !d.pause(wait) {

@@ -82,6 +82,12 @@ func NewPacer(perSecond, burst int) *Pacer {
 	return &Pacer{b: newBudget(perSecond, burst)}
 }
 
+// Refund gives back n units spent on work that turned out not to be what
+// the pacing bounds, up to the burst.
+func (p *Pacer) Refund(n int) {
+	p.b.credit = min(p.b.max, p.b.credit+time.Duration(n)*p.b.cost)
+}
+
 // Spend charges n units at now and returns how long the caller should
 // wait before the next unit: zero while the burst lasts. The debt is
 // capped at a second, so one huge charge never earns a longer wait.

@@ -93,3 +93,21 @@ func TestBucketRefund(t *testing.T) {
 		t.Fatalf("three refunds into a bucket of burst 2 allowed %d", n)
 	}
 }
+
+// A Pacer's refund pays its debt back first and never raises its credit
+// past the burst.
+func TestPacerRefund(t *testing.T) {
+	now := time.Unix(100, 0)
+	p := NewPacer(10, 2) // 100 ms a unit
+	if w := p.Spend(4, now); w != 200*time.Millisecond {
+		t.Fatalf("4 units against a burst of 2: wait %v, want 200ms", w)
+	}
+	p.Refund(2)
+	if w := p.Spend(0, now); w != 0 {
+		t.Fatalf("after a refund of the debt: wait %v, want 0", w)
+	}
+	p.Refund(100)
+	if w := p.Spend(3, now); w != 100*time.Millisecond {
+		t.Fatalf("a refund past the burst let 3 units through with wait %v, want 100ms", w)
+	}
+}
