@@ -71,6 +71,13 @@ type Options struct {
 	// test machine). A slower machine, or one whose CPU a flood already
 	// contends, answers fewer.
 	StrangerHandshakeTime time.Duration
+	// AnonymousHandshakeTime bounds, under load, the handshake work a
+	// second on initiations without MAC2 from unknown addresses that are
+	// answered at once instead of with a cookie reply, counting only the
+	// ones that turn out not to be a configured peer's (a flood's):
+	// default 5 ms, 0.5% of one core; negative: every such initiation gets a
+	// cookie reply, as the protocol's paper describes.
+	AnonymousHandshakeTime time.Duration
 	// CookieReplies bounds the cookie replies a second under load, each a
 	// send of its own; messages past it are dropped and counted
 	// (default 1,000, a burst of a tenth of it). One address gets at most
@@ -172,6 +179,9 @@ func (o *Options) setDefaults() {
 	if o.StrangerHandshakeTime <= 0 {
 		o.StrangerHandshakeTime = 20 * time.Millisecond
 	}
+	if o.AnonymousHandshakeTime == 0 {
+		o.AnonymousHandshakeTime = 5 * time.Millisecond
+	}
 	if o.CookieReplies <= 0 {
 		o.CookieReplies = 1000
 	}
@@ -245,6 +255,7 @@ type Device struct {
 	strangers    *ratelimit.Bucket   // MAC2-proven initiations from unknown endpoints
 	strangerTime *ratelimit.Share    // the time those initiations' handling takes
 	knownTime    *ratelimit.Share    // the time known endpoints' initiations without MAC2 take
+	anonTime     *ratelimit.Share    // the time other initiations without MAC2 take, unanswered
 	answered     atomic.Uint64       // initiations answered: configured peers', fresh (see receiver)
 	cookieBudget *ratelimit.Bucket   // what the anonymous queue may take under load
 	limitCookies *ratelimit.Limiter  // the same, per address
@@ -308,6 +319,9 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 	d.strangers = ratelimit.NewBucket(opts.StrangerHandshakes, opts.StrangerHandshakes/10)
 	d.strangerTime = ratelimit.NewShare(opts.StrangerHandshakeTime, opts.StrangerHandshakeTime)
 	d.knownTime = ratelimit.NewShare(knownUnprovenTime, knownUnprovenTime)
+	if opts.AnonymousHandshakeTime > 0 {
+		d.anonTime = ratelimit.NewShare(opts.AnonymousHandshakeTime, opts.AnonymousHandshakeTime)
+	}
 	d.cookieBudget = ratelimit.NewBucket(opts.CookieReplies, opts.CookieReplies/10)
 	d.limitCookies = ratelimit.New(ratelimit.Options{})
 	mtu, err := t.MTU()

@@ -60,6 +60,9 @@ func triageDevice(t *testing.T) (*Device, noise.PublicKey) {
 		strangers:    ratelimit.NewBucket(1000, 100),
 		strangerTime: ratelimit.NewShare(20*time.Millisecond, 20*time.Millisecond),
 		knownTime:    ratelimit.NewShare(20*time.Millisecond, 20*time.Millisecond),
+		// anonTime nil: initiations without MAC2 under load get cookie
+		// replies (Options.AnonymousHandshakeTime < 0), which the tests
+		// of that path need.
 
 		cookieBudget: ratelimit.NewBucket(5000, 500),
 		limitCookies: ratelimit.New(ratelimit.Options{}),
@@ -677,4 +680,85 @@ func TestConfiguredPeersFromUnknownAddressesSpendNoStrangerBudget(t *testing.T) 
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
+}
+
+// Under load, an initiation without MAC2 from an address no peer is known
+// at is answered at once while answering such initiations has cost less
+// than Options.AnonymousHandshakeTime of each second in ones that were not answered: a
+// restarted gateway's road warriors (every first initiation a configured
+// peer's) get their sessions without the cookie round trip, which a
+// standard peer completes only 5 s later, while a flood (whose initiations
+// are never answered) spends the share at once and gets cookie replies, as
+// before. (The storm benchmark: 5,747-7,142 of 10,000 road warriors got a
+// cookie reply, and the last session came after 27-32 s.)
+func TestAnonymousInitiationsOfConfiguredPeersAreAnsweredUnderLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		netw := membind.NewNetwork(membind.NetOptions{})
+		hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+		a := newNode(t, memtun.New("a", 1420, 64), netw.NewBind(hostA), addrA, hostA, Options{})
+		b := newNode(t, memtun.New("b", 1420, 64), netw.NewBind(hostB), addrB, hostB, Options{})
+		link(t, a, b)
+		pa, pb := a.dev.lookupPeer(b.key.PublicKey()), b.dev.lookupPeer(a.key.PublicKey())
+		for i := range 3 {
+			pb.forgetEndpoint() // a road warrior: b has no endpoint for a
+			b.dev.load.Mark(time.Now())
+			before := b.dev.ctr[cHandshakeResponsesSent].Load()
+			pa.initiateAttempt(time.Now(), true, true) // no retry on a cookie
+			synctest.Wait()
+			if b.dev.ctr[cHandshakeResponsesSent].Load() != before+1 {
+				t.Fatalf("handshake %d: a configured peer's initiation without MAC2 was not answered under load (cookie replies %d)",
+					i+1, b.dev.ctr[cCookieRepliesSent].Load())
+			}
+			time.Sleep(20 * time.Millisecond) // timestamps are rounded to 2^24 ns
+		}
+		if c := b.dev.ctr[cCookieRepliesSent].Load(); c != 0 {
+			t.Fatalf("%d cookie replies sent to a configured peer", c)
+		}
+	})
+}
+
+// The flood's side of the same: anonymous initiations that are not
+// answered are charged the time they took, and once that passes the share
+// the rest get cookie replies.
+func TestAnonymousInitiationsThatFailSpendTheShare(t *testing.T) {
+	d, pub := triageDevice(t)
+	d.anonTime = ratelimit.NewShare(10*time.Millisecond, 10*time.Millisecond)
+	clock := time.Unix(9000, 0)
+	ticking := true
+	d.opts.Now = func() time.Time {
+		now := clock
+		if ticking {
+			clock = clock.Add(3 * time.Millisecond)
+		}
+		return now
+	}
+	d.load.Mark(clock)
+	flood := noise.NewCookieGenerator(pub)
+	var out replies
+	cookies := 0
+	for i := range 20 {
+		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, 0, byte(i)}), 1000)
+		d.queueHandshake(initiation(flood, clock), conn.Endpoint{Dst: src})
+		var m *hsMsg
+		select {
+		case m = <-d.hsq.q:
+		default:
+			t.Fatalf("initiation %d was not queued", i)
+		}
+		before := out.n
+		d.handleHandshake(m, &out)
+		if out.n > before {
+			cookies++
+		}
+		d.hsq.free <- m
+	}
+	// 10 ms of share, at least 3 ms charged each: at most 4 handled
+	// before the share is spent and everything else gets a cookie.
+	if got := d.ctr[cHandshakeInitiationsReceived].Load(); got == 0 || got > 4 {
+		t.Fatalf("%d flood initiations were handled without a cookie, want 1 to 4", got)
+	}
+	if cookies < 16 {
+		t.Fatalf("%d of 20 flood initiations got a cookie reply, want at least 16", cookies)
+	}
+	ticking = false
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device/internal/ratelimit"
 	"github.com/fips-go/fips-go/device/noise"
 )
 
@@ -14,10 +15,19 @@ type hsMsg struct {
 	buf [noise.InitiationSize]byte
 	n   int
 	ep  conn.Endpoint
-	// known: an initiation triage queued for coming from where a
-	// configured peer is, without MAC2 (see handleHandshake).
-	known bool
+	// slot says why triage queued an initiation without MAC2 under load
+	// (see handleHandshake).
+	slot hsSlot
 }
+
+// hsSlot is why triage queued a handshake message.
+type hsSlot uint8
+
+const (
+	slotPlain hsSlot = iota // not under load, with MAC2, or for a cookie reply
+	slotKnown               // an initiation from where a configured peer is
+	slotAnon                // an initiation that may be answered within Options.AnonymousHandshakeTime
+)
 
 // queueHandshake copies a handshake message to the handshake workers, or
 // drops it when it fails triage or its queue is full.
@@ -35,12 +45,12 @@ func (d *Device) queueHandshake(msg []byte, ep conn.Endpoint) {
 		d.ctr.inc(cRxGarbage)
 		return
 	}
-	q, drop, known := d.triage(noise.PeekType(msg), msg, ep, d.now())
+	q, drop, slot := d.triage(noise.PeekType(msg), msg, ep, d.now())
 	if q == nil {
 		d.ctr.inc(drop)
 		return
 	}
-	if !q.put(msg, ep, known) {
+	if !q.put(msg, ep, slot) {
 		d.ctr.inc(cRxHandshakeQueueFull)
 	}
 }
@@ -134,7 +144,8 @@ func (d *Device) handleHandshake(m *hsMsg, out *replies) {
 		d.ctr.inc(cRxHandshakeBadMAC)
 		return
 	}
-	stranger, unproven := false, false
+	stranger := false
+	var unproven *ratelimit.Share // charged for an unproven initiation not answered
 	if d.underLoad(now) {
 		switch {
 		case checker.CheckMAC2(msg, ep.Dst, now):
@@ -143,14 +154,28 @@ func (d *Device) handleHandshake(m *hsMsg, out *replies) {
 				return
 			}
 			stranger = typ == noise.TypeInitiation && !d.known.has(ep.Dst)
-		case m.known && typ == noise.TypeInitiation && d.knownTime.Allow(now):
+		case m.slot == slotKnown && typ == noise.TypeInitiation && d.knownTime.Allow(now):
 			// From where a configured peer is: answered at once rather
 			// than after the cookie round trip, which a standard
 			// initiator completes only at its next attempt, Rekey-Timeout
 			// later. Bounded in time in all (knownUnprovenTime) and per
 			// address by triage.
-			unproven = true
+			unproven = d.knownTime
+		case m.slot == slotAnon && typ == noise.TypeInitiation && d.anonTime != nil && d.anonTime.Allow(now):
+			// From anywhere, within what unanswered ones may cost
+			// (Options.AnonymousHandshakeTime): a flood's never are
+			// answered, so it spends the share at once and gets cookie
+			// replies; a restarted gateway's road warriors always are,
+			// so they are never charged and get their sessions without
+			// the cookie round trip.
+			unproven = d.anonTime
 		default:
+			// Triage did not charge an anonymous slot to the cookie
+			// replies' budgets; it pays now.
+			if m.slot == slotAnon && (!d.limitCookies.Allow(ep.Dst.Addr(), now) || !d.cookieBudget.Allow(now)) {
+				d.ctr.inc(cRxHandshakeRateLimited)
+				return
+			}
 			d.queueCookieReply(checker, msg, ep, now, out)
 			return
 		}
@@ -171,8 +196,8 @@ func (d *Device) handleHandshake(m *hsMsg, out *replies) {
 			d.strangers.Refund()
 		case stranger:
 			d.strangerTime.Charge(d.now().Sub(now))
-		case unproven:
-			d.knownTime.Charge(d.now().Sub(now))
+		case unproven != nil && !answered:
+			unproven.Charge(d.now().Sub(now))
 		}
 	case noise.TypeResponse:
 		d.ctr.inc(cHandshakeResponsesReceived)

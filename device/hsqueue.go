@@ -24,7 +24,7 @@ func newHSQueue(n int) *hsQueue {
 }
 
 // put queues a copy of msg; false when the queue is full.
-func (h *hsQueue) put(msg []byte, ep conn.Endpoint, known bool) bool {
+func (h *hsQueue) put(msg []byte, ep conn.Endpoint, slot hsSlot) bool {
 	var m *hsMsg
 	select {
 	case m = <-h.free:
@@ -33,56 +33,62 @@ func (h *hsQueue) put(msg []byte, ep conn.Endpoint, known bool) bool {
 	}
 	m.n = copy(m.buf[:], msg)
 	m.ep = ep
-	m.known = known
+	m.slot = slot
 	h.q <- m // cannot block: a message only exists with its slot
 	return true
 }
 
 // triage decides, on the receive goroutine, where a handshake message of
 // the right size goes: nil drops it (counted by the caller), or the queue
-// to put it in, and whether it is an initiation without MAC2 from where a
-// configured peer is (known; see handleHandshake). MAC1 is checked here, not by the workers: it is cheap, and
+// to put it in, and for an initiation without MAC2 under load, the slot it
+// took (see handleHandshake). MAC1 is checked here, not by the workers: it is cheap, and
 // a message without it must not take a slot that a real peer's message
 // needs. Messages that prove their source (a valid MAC2 while under load),
 // answer a handshake we started, or (a few per second per address) come
 // from a configured peer's endpoint go to the priority queue, which the
 // anonymous flood cannot fill.
-func (d *Device) triage(typ uint32, msg []byte, ep conn.Endpoint, now time.Time) (q *hsQueue, drop counterID, known bool) {
+func (d *Device) triage(typ uint32, msg []byte, ep conn.Endpoint, now time.Time) (q *hsQueue, drop counterID, slot hsSlot) {
 	switch typ {
 	case noise.TypeCookieReply:
 		if d.startedHandshake(binary.LittleEndian.Uint32(msg[4:8])) {
-			return d.hsqPrio, 0, false
+			return d.hsqPrio, 0, slotPlain
 		}
-		return d.hsq, 0, false
+		return d.hsq, 0, slotPlain
 	case noise.TypeResponse:
 		if !d.validMAC1(msg) {
-			return nil, cRxHandshakeBadMAC, false
+			return nil, cRxHandshakeBadMAC, slotPlain
 		}
 		if d.startedHandshake(binary.LittleEndian.Uint32(msg[8:12])) {
-			return d.hsqPrio, 0, false
+			return d.hsqPrio, 0, slotPlain
 		}
 	case noise.TypeInitiation:
 		if !d.validMAC1(msg) {
-			return nil, cRxHandshakeBadMAC, false
+			return nil, cRxHandshakeBadMAC, slotPlain
 		}
 	}
 	if !d.underLoad(now) {
-		return d.hsq, 0, false
+		return d.hsq, 0, slotPlain
 	}
 	if d.checker.Load().CheckMAC2(msg, ep.Dst, now) {
 		// Each initiation costs a Diffie-Hellman computation: strangers
 		// share one budget however many addresses they have cookies for,
 		// in time (charged by the worker, see handleHandshake) and count.
 		if typ == noise.TypeInitiation && !d.known.has(ep.Dst) && (!d.strangerTime.Allow(now) || !d.strangers.Allow(now)) {
-			return nil, cRxHandshakeRateLimited, false
+			return nil, cRxHandshakeRateLimited, slotPlain
 		}
-		return d.hsqPrio, 0, false
+		return d.hsqPrio, 0, slotPlain
 	}
 	// An initiation from where a configured peer is: it gets a priority
 	// slot to be answered or to earn its cookie (see handleHandshake), at
 	// a per-address rate a spoofer of that address cannot exceed.
 	if typ == noise.TypeInitiation && d.known.has(ep.Dst) && d.limitKnown.Allow(ep.Dst.Addr(), now) {
-		return d.hsqPrio, 0, true
+		return d.hsqPrio, 0, slotKnown
+	}
+	// Any other initiation may be answered without a cookie while
+	// unanswered ones cost less than Options.AnonymousHandshakeTime (see handleHandshake,
+	// which pays the cookie budgets below if it turns out it may not).
+	if typ == noise.TypeInitiation && d.anonTime != nil && d.anonTime.Allow(now) {
+		return d.hsq, 0, slotAnon
 	}
 	// All the rest can earn is a cookie reply, a send each: bounded per
 	// address first, so that one source cannot spend what every stranger's
@@ -90,9 +96,9 @@ func (d *Device) triage(typ uint32, msg []byte, ep conn.Endpoint, now time.Time)
 	// holds the device in cookie mode.
 	if !d.limitCookies.Allow(ep.Dst.Addr(), now) || !d.cookieBudget.Allow(now) {
 		d.load.Mark(now)
-		return nil, cRxHandshakeRateLimited, false
+		return nil, cRxHandshakeRateLimited, slotPlain
 	}
-	return d.hsq, 0, false
+	return d.hsq, 0, slotPlain
 }
 
 func (d *Device) validMAC1(msg []byte) bool {
