@@ -591,8 +591,8 @@ func TestFloodIsShedWhileUnderLoad(t *testing.T) {
 
 // Under load, an initiation without MAC2 from where a configured peer is
 // (the priority slot triage gives it, a few a second per address) is
-// answered at once instead of with a cookie reply, while such answers take
-// less than knownUnprovenTime of each second. Every standard initiator
+// answered at once instead of with a cookie reply, while the unanswered
+// ones (a spoofer's) have taken less than knownUnprovenTime of each second. Every standard initiator
 // (wireguard-go, the kernel's) keeps a cookie but sends its next
 // initiation only after Rekey-Timeout: the flood benchmark's wireguard-go
 // initiator waited 5.02-5.06 s for every fresh handshake with a fips-go
@@ -640,7 +640,7 @@ func TestKnownPeerSkipsTheCookieRoundTripUnderLoad(t *testing.T) {
 	if n := handle(stranger); n != 1 {
 		t.Fatal("a stranger without MAC2 was answered without a cookie")
 	}
-	// Spend the share: the worker charges each answer's wall time.
+	// Spend the share: the worker charges each unanswered one's wall time.
 	d.knownTime.Charge(30 * time.Millisecond)
 	clock = clock.Add(time.Millisecond)
 	if n := handle(known); n != 1 {

@@ -125,8 +125,9 @@ func (d *Device) flushReplies(out *replies) {
 }
 
 // knownUnprovenTime is the share of each second (and the burst) that
-// answering initiations from configured peers' endpoints without MAC2 may
-// take under load; past it they get cookie replies like anyone else. A
+// initiations without MAC2 from configured peers' endpoints may take under
+// load when they are not answered (a spoofer's; the peer's own are answered
+// and not charged); past it they get cookie replies like anyone else. A
 // spoofer of those addresses gets a few slots a second per address from
 // triage (limitKnown) and no more than this in all: 2% of one core.
 const knownUnprovenTime = 20 * time.Millisecond
