@@ -3,6 +3,7 @@ package rootless
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"time"
@@ -39,9 +40,11 @@ func serveForward(ctx context.Context, ln net.Listener, ns *netstack.Net, remote
 	}
 }
 
-// reverseListeners listens on port on each IP family the tunnel has.
-func reverseListeners(ns *netstack.Net, addrs []netip.Addr, port uint16) ([]net.Listener, error) {
-	var out []net.Listener
+// listenEachFamily opens port on the unspecified address of each IP family
+// the tunnel has, with listen (a TCP listener or a UDP socket in the
+// netstack); on an error it closes what it opened.
+func listenEachFamily[L io.Closer](addrs []netip.Addr, port uint16, what string, listen func(netip.AddrPort) (L, error)) ([]L, error) {
+	var out []L
 	have4, have6 := families(addrs)
 	for _, fam := range []struct {
 		ok  bool
@@ -50,14 +53,14 @@ func reverseListeners(ns *netstack.Net, addrs []netip.Addr, port uint16) ([]net.
 		if !fam.ok {
 			continue
 		}
-		ln, err := ns.ListenTCPAddrPort(netip.AddrPortFrom(fam.any, port))
+		l, err := listen(netip.AddrPortFrom(fam.any, port))
 		if err != nil {
-			for _, l := range out {
-				l.Close()
+			for _, o := range out {
+				o.Close()
 			}
-			return nil, fmt.Errorf("reverse forward of port %d: listen in the tunnel: %w", port, err)
+			return nil, fmt.Errorf("%s of port %d: listen in the tunnel: %w", what, port, err)
 		}
-		out = append(out, ln)
+		out = append(out, l)
 	}
 	return out, nil
 }

@@ -137,7 +137,7 @@ func (s *Services) forwards() error {
 func (s *Services) reverses() error {
 	for _, r := range s.o.Reverses {
 		if r.UDP {
-			pcs, err := reverseUDPListeners(s.ns, s.addrs, r.Port)
+			pcs, err := listenEachFamily(s.addrs, r.Port, "reverse udp forward", s.ns.ListenUDPAddrPort)
 			if err != nil {
 				return err
 			}
@@ -148,7 +148,7 @@ func (s *Services) reverses() error {
 			}
 			continue
 		}
-		lns, err := reverseListeners(s.ns, s.addrs, r.Port)
+		lns, err := listenEachFamily(s.addrs, r.Port, "reverse forward", s.ns.ListenTCPAddrPort)
 		if err != nil {
 			return err
 		}

@@ -129,29 +129,6 @@ func serveUDPForward(ctx context.Context, pc *net.UDPConn, ns *netstack.Net, rem
 	}
 }
 
-// reverseUDPListeners opens port on each IP family the tunnel has.
-func reverseUDPListeners(ns *netstack.Net, addrs []netip.Addr, port uint16) ([]net.PacketConn, error) {
-	var out []net.PacketConn
-	have4, have6 := families(addrs)
-	for _, fam := range []struct {
-		ok  bool
-		any netip.Addr
-	}{{have4, netip.IPv4Unspecified()}, {have6, netip.IPv6Unspecified()}} {
-		if !fam.ok {
-			continue
-		}
-		pc, err := ns.ListenUDPAddrPort(netip.AddrPortFrom(fam.any, port))
-		if err != nil {
-			for _, p := range out {
-				p.Close()
-			}
-			return nil, fmt.Errorf("reverse udp forward of port %d: listen in the tunnel: %w", port, err)
-		}
-		out = append(out, pc)
-	}
-	return out, nil
-}
-
 // serveUDPReverse relays datagrams between tunnel clients of pc and local
 // here: each client address gets its own local socket, connected to
 // local.
