@@ -210,38 +210,8 @@ func (d *daemon) alive() bool {
 
 func (d *daemon) pid() int { return d.cmd.Process.Pid }
 
-// cpuTicks is the process's user+system time in clock ticks.
-func cpuTicks(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	k, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + k
-}
-
-// peakRSS reads VmHWM in KiB; resetPeakRSS starts a new peak from the
-// current RSS (clear_refs 5).
-func peakRSS(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
-			v, _ := strconv.ParseInt(f[1], 10, 64)
-			return v
-		}
-	}
-	return 0
-}
-
+// resetPeakRSS starts a new peak (VmHWM) from the current RSS
+// (clear_refs 5).
 func resetPeakRSS(pid int) {
 	os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
 }

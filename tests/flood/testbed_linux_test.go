@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fips-go/fips-go/internal/netnstest"
 )
 
 // The test bed: three namespaces.
@@ -171,11 +173,11 @@ func (b *testbed) measure(sc scenario, secs int, warm time.Duration) measurement
 	// after it idles for seconds when the initiator waits out
 	// Rekey-Timeout, which would dilute them.
 	ipid := b.initiator.pid()
-	c0, ic0, mc0, ti := cpuTicks(pid), cpuTicks(ipid), readMachineCPU(), time.Now()
+	c0, ic0, mc0, ti := netnstest.CPUTicks(pid), netnstest.CPUTicks(ipid), readMachineCPU(), time.Now()
 	m.gbps, m.iperfErr = b.iperf(secs)
 	eli := time.Since(ti).Seconds()
-	m.cpuPct = float64(cpuTicks(pid)-c0) / userHZ / eli * 100
-	m.initCPUPct = float64(cpuTicks(ipid)-ic0) / userHZ / eli * 100
+	m.cpuPct = float64(netnstest.CPUTicks(pid)-c0) / userHZ / eli * 100
+	m.initCPUPct = float64(netnstest.CPUTicks(ipid)-ic0) / userHZ / eli * 100
 	m.machine = readMachineCPU().since(mc0, eli)
 	for i := range b.handshakes {
 		if i > 0 {
@@ -202,7 +204,7 @@ func (b *testbed) measure(sc scenario, secs int, warm time.Duration) measurement
 	if m.attack.Seconds > 0 {
 		m.sentPPS = float64(m.attack.Sent) / m.attack.Seconds
 	}
-	m.peakRSSKiB = peakRSS(pid)
+	m.peakRSSKiB = netnstest.ProcStatus(pid, "VmHWM")
 	m.alive = b.victim.alive()
 	m.counters = b.victimCounters()
 	return m

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fips-go/fips-go/internal/netnstest"
 )
 
 // TestStormBenchmark is the handshake storm of scripts/bench-storm.sh: for
@@ -80,14 +82,14 @@ func stormRow(t *testing.T, im impl, peersim string, configured, peers int, seed
 	defer b.stop()
 	time.Sleep(2 * time.Second) // setconf's garbage settles
 	pid := b.pid()
-	rss0 := status(pid, "VmRSS")
+	rss0 := netnstest.ProcStatus(pid, "VmRSS")
 	var rss1, threads int64
 	idlePct := -1.0
 	r, cpu := b.runSim(peers, func() {
-		rss1, threads = status(pid, "VmRSS"), status(pid, "Threads")
-		c0 := cpuTicks(pid)
+		rss1, threads = netnstest.ProcStatus(pid, "VmRSS"), netnstest.ProcStatus(pid, "Threads")
+		c0 := netnstest.CPUTicks(pid)
 		time.Sleep(time.Duration(idle) * time.Second)
-		idlePct = float64(cpuTicks(pid)-c0) / userHZ / float64(idle) * 100
+		idlePct = float64(netnstest.CPUTicks(pid)-c0) / userHZ / float64(idle) * 100
 	}, append([]string{"-storm", "1s", "-rate", "1", "-pings", "1", "-until-done", "-duration", "45s",
 		"-linger", fmt.Sprintf("%ds", idle+2)}, strings.Fields(os.Getenv("FIPS_STORM_SIM_ARGS"))...)...)
 	if im.name == "fips-go" {
@@ -98,7 +100,7 @@ func stormRow(t *testing.T, im impl, peersim string, configured, peers int, seed
 		t.Logf("%s after the storm:\n%s", im.name, out)
 	}
 	if rss1 == 0 { // the storm did not complete
-		rss1, threads = status(pid, "VmRSS"), status(pid, "Threads")
+		rss1, threads = netnstest.ProcStatus(pid, "VmRSS"), netnstest.ProcStatus(pid, "Threads")
 	}
 	secs := func(v float64) string {
 		if v < 0 {

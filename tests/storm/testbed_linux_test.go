@@ -218,7 +218,7 @@ func (b *testbed) runSim(n int, onDone func(), args ...string) (simReport, float
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	c0 := cpuTicks(b.pid())
+	c0 := netnstest.CPUTicks(b.pid())
 	if err := cmd.Start(); err != nil {
 		b.t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func (b *testbed) runSim(n int, onDone func(), args ...string) (simReport, float
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		if sc.Text() == "done" {
-			cpu = float64(cpuTicks(b.pid())-c0) / userHZ
+			cpu = float64(netnstest.CPUTicks(b.pid())-c0) / userHZ
 			if onDone != nil {
 				onDone()
 			}
@@ -237,7 +237,7 @@ func (b *testbed) runSim(n int, onDone func(), args ...string) (simReport, float
 	}
 	err = cmd.Wait()
 	if cpu == 0 {
-		cpu = float64(cpuTicks(b.pid())-c0) / userHZ
+		cpu = float64(netnstest.CPUTicks(b.pid())-c0) / userHZ
 	}
 	if err != nil {
 		b.t.Fatalf("peersim: %v\n%s", err, last)
@@ -262,35 +262,4 @@ func (b *testbed) handshakes() int {
 		}
 	}
 	return n
-}
-
-// cpuTicks is the process's user+system time in clock ticks.
-func cpuTicks(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	k, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + k
-}
-
-// status reads a /proc/PID/status field in its unit (KiB, or a count).
-func status(pid int, field string) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == field+":" {
-			v, _ := strconv.ParseInt(f[1], 10, 64)
-			return v
-		}
-	}
-	return 0
 }
