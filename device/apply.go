@@ -323,3 +323,17 @@ func (d *Device) counterSnapshot() []Counter {
 	}
 	return out
 }
+
+// PeerFor returns the peer whose allowed IPs hold a (the longest prefix
+// that does), as the device routes a packet to a: the owner a tunnel
+// packet from a must have come from. An IPv4-mapped address is looked up
+// as IPv4.
+func (d *Device) PeerFor(a netip.Addr) (noise.PublicKey, bool) {
+	d.aipMu.RLock()
+	defer d.aipMu.RUnlock()
+	p, ok := d.aip.Lookup(a.Unmap())
+	if !ok {
+		return noise.PublicKey{}, false
+	}
+	return p.pub, true
+}

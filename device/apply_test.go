@@ -8,6 +8,7 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/conn/membind"
+	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/internal/leakcheck"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
@@ -118,5 +119,38 @@ func TestRebindThatLosesTheSocketSaysSo(t *testing.T) {
 	}
 	if st := d.Status(); st.ListenPort != 4001 {
 		t.Fatalf("port %d after recovering, want 4001", st.ListenPort)
+	}
+}
+
+// PeerFor answers as the device routes: the longest of the peers' allowed
+// prefixes holding the address, IPv4-mapped addresses as IPv4, and no peer
+// once its prefix is removed.
+func TestPeerFor(t *testing.T) {
+	netw := membind.NewNetwork(membind.NetOptions{})
+	host := netip.MustParseAddr("192.0.2.1")
+	n := newNode(t, memtun.New("a", 1420, 64), netw.NewBind(host), addrA, host, Options{})
+	var wide, narrow noise.PublicKey
+	wide[0], narrow[0] = 1, 2
+	p := func(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+	if err := n.dev.Apply(&Config{Peers: []PeerConfig{
+		{PublicKey: wide, AllowedIPs: []AllowedIPChange{{Prefix: p("10.0.0.0/24")}, {Prefix: p("fd00::/64")}}},
+		{PublicKey: narrow, AllowedIPs: []AllowedIPChange{{Prefix: p("10.0.0.7/32")}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		addr string
+		want noise.PublicKey
+		ok   bool
+	}{{"10.0.0.1", wide, true}, {"10.0.0.7", narrow, true}, {"::ffff:10.0.0.7", narrow, true}, {"fd00::5", wide, true}, {"10.0.1.1", noise.PublicKey{}, false}} {
+		if got, ok := n.dev.PeerFor(netip.MustParseAddr(tc.addr)); got != tc.want || ok != tc.ok {
+			t.Errorf("PeerFor(%s) = %v, %v; want %v, %v", tc.addr, got, ok, tc.want, tc.ok)
+		}
+	}
+	if err := n.dev.Apply(&Config{Peers: []PeerConfig{{PublicKey: narrow, AllowedIPs: []AllowedIPChange{{Prefix: p("10.0.0.7/32"), Remove: true}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := n.dev.PeerFor(netip.MustParseAddr("10.0.0.7")); !ok || got != wide {
+		t.Errorf("after the /32 went: PeerFor(10.0.0.7) = %v, %v; want the /24's peer", got, ok)
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/internal/exit"
@@ -96,9 +94,15 @@ func startExit(tn *rootless.Netstack, o userspaceOptions) (*exit.Exit, error) {
 	if len(dns) == 0 {
 		o.notef("exit: no name server in /etc/resolv.conf; DNS to %v is refused", o.addrs)
 	}
-	pt := &peerTable{status: tn.Device.Status}
+	peerOf := func(a netip.Addr) (string, bool) {
+		k, ok := tn.Device.PeerFor(a)
+		if !ok {
+			return "", false
+		}
+		return k.String(), true
+	}
 	ex, err := exit.Start(tn.Net, exit.Options{
-		Policy: pol, PeerOf: pt.lookup, MaxFlows: o.exit.maxFlows, MaxFlowsPerPeer: o.exit.perPeer,
+		Policy: pol, PeerOf: peerOf, MaxFlows: o.exit.maxFlows, MaxFlowsPerPeer: o.exit.perPeer,
 		TCPIdleTimeout: o.idleExit, DNS: dns, Tunnel: o.addrs, Logf: o.logf, Notef: o.notef,
 	})
 	if err != nil {
@@ -164,63 +168,4 @@ func hostResolvers(path string) []netip.AddrPort {
 		}
 	}
 	return out
-}
-
-// peerTable maps a source address to the peer whose AllowedIPs hold it
-// (longest match), from the device's status. A flow's first packet asks;
-// the table is rebuilt at most every peerTableTTL, and at most every
-// peerTableMissTTL on a miss, so a peer added over UAPI is known soon
-// without a status per flow.
-type peerTable struct {
-	status func() device.Status
-
-	mu    sync.Mutex
-	built time.Time      // guarded by mu
-	rows  []peerTableRow // guarded by mu
-}
-
-type peerTableRow struct {
-	p    netip.Prefix
-	peer string
-}
-
-const (
-	peerTableTTL     = time.Second
-	peerTableMissTTL = 100 * time.Millisecond
-)
-
-func (t *peerTable) lookup(a netip.Addr) (string, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := time.Now()
-	if now.Sub(t.built) >= peerTableTTL {
-		t.rebuild(now)
-	}
-	peer, ok := t.match(a)
-	if !ok && now.Sub(t.built) >= peerTableMissTTL {
-		t.rebuild(now)
-		peer, ok = t.match(a)
-	}
-	return peer, ok
-}
-
-func (t *peerTable) rebuild(now time.Time) {
-	t.rows = t.rows[:0]
-	for _, p := range t.status().Peers {
-		for _, pr := range p.AllowedIPs {
-			t.rows = append(t.rows, peerTableRow{pr, p.PublicKey.String()})
-		}
-	}
-	t.built = now
-}
-
-func (t *peerTable) match(a netip.Addr) (string, bool) {
-	a = a.Unmap()
-	best, peer := -1, ""
-	for _, r := range t.rows {
-		if r.p.Bits() > best && r.p.Contains(a) {
-			best, peer = r.p.Bits(), r.peer
-		}
-	}
-	return peer, best >= 0
 }

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/fips-go/fips-go/device"
-	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/ipc"
 )
 
@@ -40,30 +38,6 @@ func TestHostResolvers(t *testing.T) {
 	}
 	if hostResolvers(filepath.Join(t.TempDir(), "none")) != nil {
 		t.Fatal("a missing file gives resolvers")
-	}
-}
-
-func TestPeerTable(t *testing.T) {
-	var a, b noise.PublicKey
-	a[0], b[0] = 1, 2
-	calls := 0
-	st := device.Status{Peers: []device.PeerStatus{
-		{PublicKey: a, AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}},
-		{PublicKey: b, AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.0.0.7/32")}},
-	}}
-	pt := &peerTable{status: func() device.Status { calls++; return st }}
-	for _, tc := range []struct {
-		addr string
-		want string
-		ok   bool
-	}{{"10.0.0.1", a.String(), true}, {"10.0.0.7", b.String(), true}, {"::ffff:10.0.0.7", b.String(), true}, {"10.0.1.1", "", false}} {
-		got, ok := pt.lookup(netip.MustParseAddr(tc.addr))
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("lookup(%s) = %q, %v; want %q, %v", tc.addr, got, ok, tc.want, tc.ok)
-		}
-	}
-	if calls != 1 {
-		t.Errorf("status read %d times for four lookups within a second, want 1", calls)
 	}
 }
 
