@@ -465,10 +465,11 @@ func TestConnectedSocketLosesItsAddress(t *testing.T) {
 	})
 }
 
-// TestConnectedReaderWaitingForBuffersStopsOnClose: with every GRO set
-// borrowed, another connected socket's Wait waits for one; closing that
-// socket must end the wait, and the set's holder still reads.
-func TestConnectedReaderWaitingForBuffersStopsOnClose(t *testing.T) {
+// oneSetTwoReaders is a bind whose connected sockets share a single GRO
+// set, and two of them with a datagram each ("one", "two"): pc1 has
+// waited and holds the set.
+func oneSetTwoReaders(t *testing.T) (pc1, pc2 PeerConn) {
+	t.Helper()
 	us := openEnd(t, Options{})
 	if !us.sock(false).gro {
 		t.Skip("kernel without UDP_GRO")
@@ -477,12 +478,20 @@ func TestConnectedReaderWaitingForBuffersStopsOnClose(t *testing.T) {
 	ct.lend = newLazyList(1, func() *groSet { return newGROSet(connGROBuffers) })
 	a1, a1Addr := peerSock(t)
 	a2, a2Addr := peerSock(t)
-	pc1, pc2 := connect(t, us, Endpoint{Dst: a1Addr}), connect(t, us, Endpoint{Dst: a2Addr})
+	pc1, pc2 = connect(t, us, Endpoint{Dst: a1Addr}), connect(t, us, Endpoint{Dst: a2Addr})
 	sendAll(t, a1, us.at(lo4), [][]byte{[]byte("one")})
 	sendAll(t, a2, us.at(lo4), [][]byte{[]byte("two")})
 	if err := pc1.Wait(); err != nil { // takes the only set
 		t.Fatal(err)
 	}
+	return pc1, pc2
+}
+
+// TestConnectedReaderWaitingForBuffersStopsOnClose: with every GRO set
+// borrowed, another connected socket's Wait waits for one; closing that
+// socket must end the wait, and the set's holder still reads.
+func TestConnectedReaderWaitingForBuffersStopsOnClose(t *testing.T) {
+	pc1, pc2 := oneSetTwoReaders(t)
 	waited := make(chan error, 1)
 	go func() { waited <- pc2.Wait() }()
 	select {
@@ -564,20 +573,7 @@ func TestConnectedReadWithoutWaitNeverWaitsForBuffers(t *testing.T) {
 // the read found none left and read nothing: 1,000 active peers' sockets
 // then passed the sets around without reading.
 func TestConnectedReceiveKeepsTheSetWaitLent(t *testing.T) {
-	us := openEnd(t, Options{})
-	if !us.sock(false).gro {
-		t.Skip("kernel without UDP_GRO")
-	}
-	ct := us.b.state.Load().connected
-	ct.lend = newLazyList(1, func() *groSet { return newGROSet(connGROBuffers) })
-	a1, a1Addr := peerSock(t)
-	a2, a2Addr := peerSock(t)
-	pc1, pc2 := connect(t, us, Endpoint{Dst: a1Addr}), connect(t, us, Endpoint{Dst: a2Addr})
-	sendAll(t, a1, us.at(lo4), [][]byte{[]byte("one")})
-	sendAll(t, a2, us.at(lo4), [][]byte{[]byte("two")})
-	if err := pc1.Wait(); err != nil { // takes the only set
-		t.Fatal(err)
-	}
+	pc1, pc2 := oneSetTwoReaders(t)
 	waited := make(chan error, 1)
 	go func() { waited <- pc2.Wait() }()
 	time.Sleep(50 * time.Millisecond) // pc2 now waits to borrow
