@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fips-go/fips-go/internal/bench"
 	"github.com/fips-go/fips-go/tunnel"
 	wgconn "golang.zx2c4.com/wireguard/conn"
 	wgdevice "golang.zx2c4.com/wireguard/device"
@@ -69,7 +70,7 @@ func streamTCP(b *testing.B, ln net.Listener, dial func() (net.Conn, error)) {
 	buf := make([]byte, 256<<10)
 	b.SetBytes(int64(len(buf)))
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := bench.CPUTime()
 	for range b.N {
 		if _, err := c.Write(buf); err != nil {
 			b.Fatal(err)
@@ -82,7 +83,7 @@ func streamTCP(b *testing.B, ln net.Listener, dial func() (net.Conn, error)) {
 	b.StopTimer()
 	gb := float64(b.N*len(buf)) / 1e9
 	b.ReportMetric(gb*8/b.Elapsed().Seconds(), "Gbit/s")
-	b.ReportMetric((processCPU()-cpu0).Seconds()/gb, "CPU-s/GB")
+	b.ReportMetric((bench.CPUTime()-cpu0).Seconds()/gb, "CPU-s/GB")
 }
 
 // wgPair is two wireguard-go devices on wireguard-go's netstack, peered

@@ -80,7 +80,7 @@ func TCP(ctx context.Context, ln net.Listener, dial Dial, o Options) (Result, er
 		}
 	}()
 
-	cpu0 := cpuTime()
+	cpu0 := CPUTime()
 	start := time.Now()
 	conns := make([]net.Conn, 0, o.Streams)
 	for range o.Streams {
@@ -123,7 +123,7 @@ loop:
 			break loop
 		}
 	}
-	res := Result{Bytes: received.Load(), Elapsed: time.Since(start), CPU: cpuTime() - cpu0}
+	res := Result{Bytes: received.Load(), Elapsed: time.Since(start), CPU: CPUTime() - cpu0}
 	cancel()
 	for _, c := range conns {
 		c.Close()

@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-func cpuTime() time.Duration {
+// CPUTime is the CPU time (user and system) this process has used.
+func CPUTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
