@@ -13,16 +13,21 @@ import (
 // The flags of the netstack modes of `fips-go userspace`; the services
 // themselves are package rootless.
 
+// cutProto takes the tcp: or udp: prefix of a forward's argument off (no
+// prefix: tcp).
+func cutProto(s string) (udp bool, rest string) {
+	if v, ok := strings.CutPrefix(s, "udp:"); ok {
+		return true, v
+	}
+	return false, strings.TrimPrefix(s, "tcp:")
+}
+
 // parseForward reads -L [tcp:|udp:][LOCAL=]REMOTE; a LOCAL without a host
 // is on loopback, and no LOCAL means REMOTE's port on loopback.
 func parseForward(s string) (rootless.Forward, error) {
 	var f rootless.Forward
-	rest := s
-	if v, ok := strings.CutPrefix(rest, "udp:"); ok {
-		f.UDP, rest = true, v
-	} else {
-		rest = strings.TrimPrefix(rest, "tcp:")
-	}
+	var rest string
+	f.UDP, rest = cutProto(s)
 	local, remote, ok := strings.Cut(rest, "=")
 	if !ok {
 		local, remote = "", rest
@@ -41,12 +46,8 @@ func parseForward(s string) (rootless.Forward, error) {
 // parseReverse reads -R REMOTE_PORT=LOCAL.
 func parseReverse(s string) (rootless.Reverse, error) {
 	var r rootless.Reverse
-	rest := s
-	if v, ok := strings.CutPrefix(rest, "udp:"); ok {
-		r.UDP, rest = true, v
-	} else {
-		rest = strings.TrimPrefix(rest, "tcp:")
-	}
+	var rest string
+	r.UDP, rest = cutProto(s)
 	port, local, ok := strings.Cut(rest, "=")
 	p, err := strconv.ParseUint(port, 10, 16)
 	if !ok || err != nil || p == 0 || local == "" {
