@@ -154,3 +154,29 @@ func TestPeerFor(t *testing.T) {
 		t.Errorf("after the /32 went: PeerFor(10.0.0.7) = %v, %v; want the /24's peer", got, ok)
 	}
 }
+
+// BenchmarkPeerFor: the exit asks it once per new flow, with a gateway's
+// worth of peers configured (10,000, one /32 each).
+func BenchmarkPeerFor(b *testing.B) {
+	netw := membind.NewNetwork(membind.NetOptions{})
+	host := netip.MustParseAddr("192.0.2.1")
+	n := newNode(b, memtun.New("a", 1420, 64), netw.NewBind(host), addrA, host, Options{})
+	const peers = 10000
+	cfg := &Config{}
+	for i := range peers {
+		var k noise.PublicKey
+		k[0], k[1], k[2] = 7, byte(i>>8), byte(i)
+		a := netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)})
+		cfg.Peers = append(cfg.Peers, PeerConfig{PublicKey: k, AllowedIPs: []AllowedIPChange{{Prefix: netip.PrefixFrom(a, 32)}}})
+	}
+	if err := n.dev.Apply(cfg); err != nil {
+		b.Fatal(err)
+	}
+	a := netip.AddrFrom4([4]byte{10, 1, 20, 33})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := n.dev.PeerFor(a); !ok {
+			b.Fatal("no peer")
+		}
+	}
+}
