@@ -257,6 +257,7 @@ type Device struct {
 	knownTime    *ratelimit.Share    // the time known endpoints' initiations without MAC2 take
 	anonTime     *ratelimit.Share    // the time other initiations without MAC2 take, unanswered
 	answered     atomic.Uint64       // initiations answered: configured peers', fresh (see receiver)
+	yield        ratelimit.Yield     // whether the initiations worked on are mostly answered
 	cookieBudget *ratelimit.Bucket   // what the anonymous queue may take under load
 	limitCookies *ratelimit.Limiter  // the same, per address
 	shedMu       sync.Mutex          // serializes changes of shedding and the bind's Shed
@@ -308,8 +309,8 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 		index:   noise.NewIndexTable[indexEntry](opts.Rand),
 		limit:   ratelimit.New(ratelimit.Options{}),
 		work:    make(chan *batch, opts.Batches+opts.SmallBatches),
-		hsq:     newHSQueue(opts.HandshakeQueue),
-		hsqPrio: newHSQueue(max(16, opts.HandshakeQueue/4)),
+		hsq:     newHSQueue(opts.HandshakeQueue, hsBacklog*opts.HandshakeQueue),
+		hsqPrio: newHSQueue(max(16, opts.HandshakeQueue/4), 0),
 		peers:   make(map[noise.PublicKey]*Peer),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),

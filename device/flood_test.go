@@ -23,9 +23,9 @@ import (
 // computations when load was decided per message).
 func TestUnderLoadHoldsAfterTheQueueDrains(t *testing.T) {
 	// Only the queue matters here: a bare Device, no goroutines to drain it.
-	d := &Device{hsq: newHSQueue(1024)}
+	d := &Device{hsq: newHSQueue(1024, 0)}
 	now := time.Unix(5000, 0)
-	for len(d.hsq.q) < cap(d.hsq.q)/4 {
+	for len(d.hsq.q) < d.hsq.base/4 {
 		d.hsq.q <- nil
 	}
 	if !d.underLoad(now) {
@@ -52,8 +52,8 @@ func triageDevice(t *testing.T) (*Device, noise.PublicKey) {
 	}
 	pub := key.PublicKey()
 	d := &Device{
-		hsq:     newHSQueue(64),
-		hsqPrio: newHSQueue(16),
+		hsq:     newHSQueue(64, 0),
+		hsqPrio: newHSQueue(16, 0),
 		index:   noise.NewIndexTable[indexEntry](rand.Reader),
 
 		limitKnown:   ratelimit.New(ratelimit.Options{}),
@@ -114,7 +114,7 @@ func TestTriageKeepsRoomForProvenSources(t *testing.T) {
 	d, pub := triageDevice(t)
 	now := time.Now()
 	flood := noise.NewCookieGenerator(pub)
-	for i := 0; len(d.hsq.q) < cap(d.hsq.q); i++ {
+	for i := 0; len(d.hsq.q) < d.hsq.base; i++ {
 		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 1000)
 		d.queueHandshake(initiation(flood, now), conn.Endpoint{Dst: src})
 	}
@@ -170,7 +170,7 @@ func TestTriageLetsAKnownPeerEarnItsCookie(t *testing.T) {
 	clock := now
 	d.opts.Now = func() time.Time { return clock }
 	flood := noise.NewCookieGenerator(pub)
-	for i := 0; len(d.hsq.q) < cap(d.hsq.q); i++ {
+	for i := 0; len(d.hsq.q) < d.hsq.base; i++ {
 		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 1000)
 		d.queueHandshake(initiation(flood, now), conn.Endpoint{Dst: src})
 	}
@@ -193,7 +193,7 @@ func TestTriageLetsAKnownPeerEarnItsCookie(t *testing.T) {
 		t.Fatalf("a spoofer at the known endpoint took %d priority slots", n)
 	}
 	for len(d.hsqPrio.q) > 0 {
-		d.hsqPrio.free <- <-d.hsqPrio.q
+		d.hsqPrio.release(<-d.hsqPrio.q)
 	}
 	later := now.Add(time.Minute) // the spoofer's limit has refilled
 	clock = later
@@ -215,7 +215,7 @@ func TestTriageLetsAKnownPeerEarnItsCookie(t *testing.T) {
 // a /16 of sources, which puts d under load.
 func fillAnonymous(d *Device, pub noise.PublicKey, now time.Time) {
 	flood := noise.NewCookieGenerator(pub)
-	for i := 0; len(d.hsq.q) < cap(d.hsq.q); i++ {
+	for i := 0; len(d.hsq.q) < d.hsq.base; i++ {
 		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 1000)
 		d.queueHandshake(initiation(flood, now), conn.Endpoint{Dst: src})
 	}
@@ -332,7 +332,7 @@ func TestStrangersHandshakeTimeIsBounded(t *testing.T) {
 // 130k/s flood took 45% of the victim's CPU, one send per reply.)
 func TestTriageBoundsCookieReplies(t *testing.T) {
 	d, pub := triageDevice(t)
-	d.hsq = newHSQueue(400)
+	d.hsq = newHSQueue(400, 0)
 	d.cookieBudget = ratelimit.NewBucket(10, 3)
 	t0 := time.Unix(7000, 0)
 	clock := t0
@@ -341,14 +341,14 @@ func TestTriageBoundsCookieReplies(t *testing.T) {
 	src := func(i int) conn.Endpoint {
 		return conn.Endpoint{Dst: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 1000)}
 	}
-	for i := 0; len(d.hsq.q) < cap(d.hsq.q)/4; i++ {
+	for i := 0; len(d.hsq.q) < d.hsq.base/4; i++ {
 		d.queueHandshake(initiation(flood, t0), src(i))
 	}
 	if !d.underLoad(t0) {
 		t.Fatal("not under load with the queue a quarter full")
 	}
 	for len(d.hsq.q) > 0 {
-		d.hsq.free <- <-d.hsq.q
+		d.hsq.release(<-d.hsq.q)
 	}
 	at := t0.Add(900 * time.Millisecond)
 	clock = at
@@ -373,7 +373,7 @@ func TestTriageBoundsCookieReplies(t *testing.T) {
 // attacker's namespace, while a real stranger's initiation got none).
 func TestTriageBoundsCookieRepliesPerSource(t *testing.T) {
 	d, pub := triageDevice(t)
-	d.hsq = newHSQueue(400)
+	d.hsq = newHSQueue(400, 0)
 	d.cookieBudget = ratelimit.NewBucket(1000, 100)
 	now := time.Unix(7000, 0)
 	d.opts.Now = func() time.Time { return now }
@@ -487,7 +487,9 @@ func TestCookieRepliesGoOutTogether(t *testing.T) {
 	var out replies
 	const n = 100
 	for range n {
-		d.handleHandshake(testHSMsg(initiation(flood, d.now()), from), &out)
+		m := testHSMsg(initiation(flood, d.now()), from)
+		m.slot = slotCookie // as triage queues them under load
+		d.handleHandshake(m, &out)
 	}
 	if eb.calls != 1 || eb.sent != 64 {
 		t.Fatalf("after %d replies: %d calls sent %d, want the first 64 in one call", n, eb.calls, eb.sent)
@@ -607,7 +609,7 @@ func TestKnownPeerSkipsTheCookieRoundTripUnderLoad(t *testing.T) {
 	d.opts.Now = func() time.Time { return clock }
 	fillAnonymous(d, pub, t0)
 	for len(d.hsq.q) > 0 { // still under load: the gauge holds for LoadHold
-		d.hsq.free <- <-d.hsq.q
+		d.hsq.release(<-d.hsq.q)
 	}
 	known := netip.MustParseAddrPort("192.0.2.10:51820")
 	(&Peer{d: d}).setEndpoint(conn.Endpoint{Dst: known})
@@ -750,7 +752,7 @@ func TestAnonymousInitiationsThatFailSpendTheShare(t *testing.T) {
 		if out.n > before {
 			cookies++
 		}
-		d.hsq.free <- m
+		d.hsq.release(m)
 	}
 	// 10 ms of share, at least 3 ms charged each: at most 4 handled
 	// before the share is spent and everything else gets a cookie.

@@ -24,9 +24,10 @@ type hsMsg struct {
 type hsSlot uint8
 
 const (
-	slotPlain hsSlot = iota // not under load, with MAC2, or for a cookie reply
-	slotKnown               // an initiation from where a configured peer is
-	slotAnon                // an initiation that may be answered within Options.AnonymousHandshakeTime
+	slotPlain  hsSlot = iota // not under load, with MAC2, or not an initiation
+	slotKnown                // an initiation from where a configured peer is
+	slotAnon                 // an initiation that may be answered within Options.AnonymousHandshakeTime
+	slotCookie               // an initiation that may earn a cookie reply and no more
 )
 
 // queueHandshake copies a handshake message to the handshake workers, or
@@ -50,7 +51,14 @@ func (d *Device) queueHandshake(msg []byte, ep conn.Endpoint) {
 		d.ctr.inc(drop)
 		return
 	}
-	if !q.put(msg, ep, slot) {
+	// While the initiations worked on are mostly answered (a restart
+	// storm: every road warrior at once), the anonymous queue takes a
+	// backlog of up to hsBacklog times its size rather than leave the
+	// kernel to drop what the workers would answer within seconds.
+	// A message that can earn a cookie reply and no more is not worth
+	// the wait.
+	deep := q == d.hsq && slot != slotCookie && d.yield.Productive(d.now())
+	if !q.put(msg, ep, slot, deep) {
 		d.ctr.inc(cRxHandshakeQueueFull)
 	}
 }
@@ -59,7 +67,7 @@ func (d *Device) queueHandshake(msg []byte, ep conn.Endpoint) {
 // now or within the last ratelimit.LoadHold; then MAC2 (a cookie proving
 // the source address) is required.
 func (d *Device) underLoad(now time.Time) bool {
-	return d.load.Observe(len(d.hsq.q), cap(d.hsq.q), now)
+	return d.load.Observe(len(d.hsq.q), d.hsq.base, now)
 }
 
 // handshakeWorker handles queued handshake messages until the device
@@ -83,7 +91,7 @@ func (d *Device) handshakeWorker() {
 			}
 		}
 		d.handleHandshake(m, &out)
-		from.free <- m
+		from.release(m)
 		if len(d.hsqPrio.q)+len(d.hsq.q) == 0 {
 			d.flushReplies(&out)
 		}
@@ -155,6 +163,13 @@ func (d *Device) handleHandshake(m *hsMsg, out *replies) {
 				return
 			}
 			stranger = typ == noise.TypeInitiation && !d.known.has(ep.Dst)
+		case m.slot == slotPlain && typ == noise.TypeInitiation:
+			// Queued before the load began: it was let in then, and is
+			// answered rather than sent for a cookie, which would cost
+			// its peer Rekey-Timeout. At most a quarter of the queue
+			// gets in so before the load shows. Charged like the
+			// anonymous ones if it is not answered.
+			unproven = d.anonTime
 		case m.slot == slotKnown && typ == noise.TypeInitiation && d.knownTime.Allow(now):
 			// From where a configured peer is: answered at once rather
 			// than after the cookie round trip, which a standard
@@ -185,6 +200,7 @@ func (d *Device) handleHandshake(m *hsMsg, out *replies) {
 	case noise.TypeInitiation:
 		d.ctr.inc(cHandshakeInitiationsReceived)
 		answered := d.handleInitiation(msg, ep, now)
+		d.yield.Record(answered, now)
 		// Charged the wall time it took: on a CPU that a flood contends
 		// that is more than the CPU time, and fewer pass.
 		switch {

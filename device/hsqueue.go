@@ -2,6 +2,7 @@ package device
 
 import (
 	"encoding/binary"
+	"sync/atomic"
 	"time"
 
 	"github.com/fips-go/fips-go/conn"
@@ -9,33 +10,85 @@ import (
 )
 
 // hsQueue is a bounded queue of handshake messages with buffers of its
-// own: a flood that fills one queue cannot take the buffers of another.
+// own: a flood that fills one queue cannot take the buffers of another. It
+// holds up to base messages, and up to deep while the device's handshake
+// work pays (a restart storm, see put); base buffers are allocated up
+// front, the rest only while a backlog needs them and let go after.
 type hsQueue struct {
-	q    chan *hsMsg
-	free chan *hsMsg
+	q     chan *hsMsg // capacity deep
+	free  chan *hsMsg // capacity base: the buffers past it are not kept
+	base  int
+	deep  int
+	extra atomic.Int32 // buffers allocated past base, at most deep-base
 }
 
-func newHSQueue(n int) *hsQueue {
-	h := &hsQueue{q: make(chan *hsMsg, n), free: make(chan *hsMsg, n)}
-	for range n {
+// hsBacklog is how many times Options.HandshakeQueue the anonymous queue
+// holds while the initiations worked on are mostly answered: 16,384
+// messages by default, a second of a 10,000-peer restart storm and the
+// two seconds of work it takes, about 3.6 MiB at most.
+const hsBacklog = 16
+
+func newHSQueue(base, deep int) *hsQueue {
+	deep = max(base, deep)
+	h := &hsQueue{q: make(chan *hsMsg, deep), free: make(chan *hsMsg, base), base: base, deep: deep}
+	for range base {
 		h.free <- new(hsMsg)
 	}
 	return h
 }
 
-// put queues a copy of msg; false when the queue is full.
-func (h *hsQueue) put(msg []byte, ep conn.Endpoint, slot hsSlot) bool {
+// put queues a copy of msg; false when the queue is full: at base
+// messages, or at deep when deep is set.
+func (h *hsQueue) put(msg []byte, ep conn.Endpoint, slot hsSlot, deep bool) bool {
+	if !deep && len(h.q) >= h.base {
+		return false
+	}
 	var m *hsMsg
 	select {
 	case m = <-h.free:
 	default:
-		return false
+		if !deep || !h.grow() {
+			return false
+		}
+		m = new(hsMsg)
 	}
 	m.n = copy(m.buf[:], msg)
 	m.ep = ep
 	m.slot = slot
 	h.q <- m // cannot block: a message only exists with its slot
 	return true
+}
+
+// grow reserves one buffer past base, if the cap allows.
+func (h *hsQueue) grow() bool {
+	for {
+		n := h.extra.Load()
+		if int(n) >= h.deep-h.base {
+			return false
+		}
+		if h.extra.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// release takes back a message's buffer once it was handled: onto the
+// free list up to base buffers, to the collector past it.
+func (h *hsQueue) release(m *hsMsg) {
+	for len(h.free) >= h.base {
+		n := h.extra.Load()
+		if n <= 0 {
+			break
+		}
+		if h.extra.CompareAndSwap(n, n-1) {
+			return
+		}
+	}
+	m.ep = conn.Endpoint{}
+	select {
+	case h.free <- m:
+	default: // full: a buffer grow allocated whose extra count another release took back
+	}
 }
 
 // triage decides, on the receive goroutine, where a handshake message of
@@ -98,7 +151,7 @@ func (d *Device) triage(typ uint32, msg []byte, ep conn.Endpoint, now time.Time)
 		d.load.Mark(now)
 		return nil, cRxHandshakeRateLimited, slotPlain
 	}
-	return d.hsq, 0, slotPlain
+	return d.hsq, 0, slotCookie
 }
 
 func (d *Device) validMAC1(msg []byte) bool {

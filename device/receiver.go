@@ -52,9 +52,12 @@ func (d *Device) receiver(fn conn.ReceiveFunc) {
 		rb.born = now
 		hs := countHandshakes(rb, n)
 		rb = d.routeInbound(rb, n)
+		// Load that is being answered (a restart storm) is read in full:
+		// pacing and shedding are for load that is not (see
+		// ratelimit.Yield).
 		load := false
 		if hs > 0 || d.shedding.Load() {
-			load = d.underLoad(now)
+			load = d.underLoad(now) && !d.yield.Productive(now)
 			d.shed(load)
 		}
 		if hs > 0 && load {
