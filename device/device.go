@@ -54,6 +54,9 @@ type Options struct {
 	StagingBuffers int
 	// HandshakeQueue caps queued handshake messages; a quarter full counts
 	// as "under load" and makes the device demand cookies (default 1024).
+	// While the initiations worked on are mostly answered (a restart
+	// storm, not a flood) the queue takes a backlog of 16 times that,
+	// its buffers allocated only then (docs/architecture.md).
 	HandshakeQueue int
 	// AQM sets the sojourn-time controller on each peer's queues (zero:
 	// aqm's defaults, 1 ms target, 10 ms interval; negative Target: off).
