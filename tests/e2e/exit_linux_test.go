@@ -307,6 +307,29 @@ func TestRootlessExit(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	t.Run("udp-port-unreachable", func(t *testing.T) {
+		// Nothing listens on UDP port 9 in the far namespace: its ICMP
+		// port unreachable reaches the client's socket through the exit.
+		var u net.Conn
+		var err error
+		inNetns(t, e.client, func() { u, err = net.Dial("udp", exitFar+":9") })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		b := make([]byte, 64)
+		for try := 0; ; try++ {
+			u.Write([]byte("anyone on port 9?"))
+			u.SetReadDeadline(time.Now().Add(time.Second))
+			_, err = u.Read(b)
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				break
+			}
+			if try == 10 {
+				t.Fatalf("read after writing to a closed UDP port: %v, want connection refused", err)
+			}
+		}
+	})
 	t.Run("refused-port", func(t *testing.T) {
 		_, err := e.dial(t, exitFar+":81")
 		if !errors.Is(err, syscall.ECONNREFUSED) {
@@ -353,7 +376,8 @@ func TestRootlessExit(t *testing.T) {
 			`fipsgo_exit_refused_total{interface="fipsgo0",reason="connect_refused"} 1`,
 			`fipsgo_exit_refused_total{interface="fipsgo0",reason="unreachable"} 1`,
 			fmt.Sprintf(`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="tcp"} %d`, 3+exitPeerCap+1),
-			`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="udp"} 2`, // the echo and DNS
+			`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="udp"} 3`, // the echo, port 9 and DNS
+			`fipsgo_exit_port_unreachables_total{interface="fipsgo0"} 1`,
 			`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="icmp"} 1`,
 		} {
 			if !strings.Contains(m, want) {
