@@ -23,7 +23,9 @@
 # from a far server that sends as fast as it can, and the reverse (the
 # client sends 256 MiB as fast as it can to a far reader that takes 25
 # MB/s); the exit's peak RSS is taken after each, before the iperf3 cases
-# raise it.
+# raise it, and the bench fails if the rootless exit's is over 64 MiB
+# (tests/e2e TestRootlessExitFlowControl checks the same bound with 1 GiB
+# each way).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-5}"
@@ -170,7 +172,15 @@ echo "| exit     | case                   | throughput    | CPU/GB (exit) |"
 for variant in ${VARIANTS:-kernel rootless}; do
   setup $variant
   cases=" ${CASES:-slow down up p100} "
-  case $cases in *" slow "*) slow_receiver $variant; slow_sender_side $variant;; esac
+  case $cases in *" slow "*)
+    slow_receiver $variant; slow_sender_side $variant
+    # The issue's bound for the rootless exit under slow receivers.
+    rss=$(awk '/VmHWM/{print int($2 / 1024)}' /proc/$PG/status)
+    if [ "$variant" = rootless ] && [ "$rss" -gt 64 ]; then
+      echo "bench-exit: FAIL: the rootless exit's peak RSS $rss MiB under slow receivers is over 64 MiB: its buffers are not bounded" >&2
+      exit 1
+    fi;;
+  esac
   case $cases in *" down "*) run_case $variant "1 stream down" -R;; esac
   case $cases in *" up "*) run_case $variant "1 stream up";; esac
   case $cases in *" p100 "*) run_case $variant "100 streams down" -R -P 100;; esac
