@@ -266,6 +266,12 @@ func (o *userspaceOptions) netstackFlags(c *cli.Command) error {
 
 // runUserspace runs the netstack modes until ctx ends.
 func runUserspace(ctx context.Context, o userspaceOptions) error {
+	stopProfile, err := o.settings.startCPUProfile(o.name)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
+	defer o.settings.writeHeapProfile(o.name, o.logf)
 	tn, err := rootless.OpenNetstack(rootless.NetstackOptions{
 		Config: o.cfg, Addresses: o.addrs, MTU: o.mtu, Name: o.name, Promiscuous: o.exit.on,
 		Device: device.Options{Logf: o.logf}, Bind: o.settings.bind(o.logf),

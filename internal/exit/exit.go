@@ -86,11 +86,12 @@ type flow struct {
 }
 
 type counters struct {
-	open, opened [3]atomic.Int64 // by protocol: tcp, udp, icmp
-	toHost       atomic.Uint64
-	toPeer       atomic.Uint64
-	bufInUse     atomic.Int64
-	refused      [numReasons]atomic.Uint64
+	open, opened  [3]atomic.Int64 // by protocol: tcp, udp, icmp
+	toHost        atomic.Uint64
+	toPeer        atomic.Uint64
+	unreachToPeer atomic.Uint64 // ICMP port unreachables relayed to peers
+	bufInUse      atomic.Int64
+	refused       [numReasons]atomic.Uint64
 }
 
 const (
@@ -332,9 +333,18 @@ func (e *Exit) handleUDP(q *netstack.UDPRequest) bool {
 		if q.Dst.Port() == 53 || target.Port() == 53 {
 			dns = &dnsFlow{}
 		}
+		// The length of the peer's last datagram, for the port
+		// unreachable that answers it.
+		var lastLen atomic.Int64
+		lastLen.Store(8)
+		refused := func() {
+			if e.ns.SendPortUnreachable(q.Dst, q.Src, int(lastLen.Load())) == nil {
+				e.ctr.unreachToPeer.Add(1)
+			}
+		}
 		var wg sync.WaitGroup
-		wg.Go(func() { e.pumpUDP(hc, pc, &act, &e.ctr.toPeer, closeBoth, dns.answered) })
-		e.pumpUDP(pc, hc, &act, &e.ctr.toHost, closeBoth, dns.asked)
+		wg.Go(func() { e.pumpUDP(hc, pc, &act, &e.ctr.toPeer, closeBoth, dns.answered, nil, refused) })
+		e.pumpUDP(pc, hc, &act, &e.ctr.toHost, closeBoth, dns.asked, &lastLen, nil)
 		wg.Wait()
 		close(stop)
 	}()
@@ -361,21 +371,30 @@ func (d *dnsFlow) answered() bool {
 // pumpUDP moves datagrams from src to dst until either closes, or until
 // last, called for each datagram before it is passed on, says it is the
 // flow's last. (Counting a query before it leaves keeps its answer from
-// being counted first.)
-func (e *Exit) pumpUDP(src, dst net.Conn, act *proxy.Activity, moved *atomic.Uint64, closeBoth func(), last func() bool) {
+// being counted first.) size, if set, keeps each datagram's UDP length;
+// refused, if set, is called when src (the host socket) reports an ICMP
+// port unreachable.
+func (e *Exit) pumpUDP(src, dst net.Conn, act *proxy.Activity, moved *atomic.Uint64, closeBoth func(), last func() bool, size *atomic.Int64, refused func()) {
 	defer closeBoth()
 	buf := make([]byte, udpBufSize)
 	for {
 		n, err := src.Read(buf)
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			// An ICMP port unreachable for an earlier datagram: the
+			// peer gets one too, from the address it wrote to, and the
 			// flow stays until it idles out, as a NAT mapping would.
+			if refused != nil {
+				refused()
+			}
 			continue
 		}
 		if err != nil {
 			return
 		}
 		act.Touch()
+		if size != nil {
+			size.Store(int64(8 + n))
+		}
 		end := last()
 		e.ctr.bufInUse.Add(int64(n))
 		if _, err := dst.Write(buf[:n]); err == nil {

@@ -290,6 +290,33 @@ func TestExitUDP(t *testing.T) {
 	}
 }
 
+// UDP to a closed host port: the host's ICMP port unreachable is relayed
+// to the peer (counted), and the flow stays open for later replies.
+func TestExitUDPPortUnreachable(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := pc.LocalAddr().(*net.UDPAddr).AddrPort()
+	pc.Close()
+	client, e := setup(t, dst)
+	c, err := client.DialUDPAddrPort(netip.AddrPort{}, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for try := 0; counter(e, "exit_port_unreachables_to_peer") == 0; try++ {
+		if try == 1000 {
+			t.Fatal("no port unreachable relayed after 1000 datagrams")
+		}
+		c.Write([]byte("anyone?"))
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := counter(e, "exit_udp_flows_open"); n != 1 {
+		t.Errorf("udp flows open %d, want 1", n)
+	}
+}
+
 // TestExitPing: an echo request to the host's loopback is answered
 // through a ping socket where the host allows them, and refused and
 // counted where it does not.

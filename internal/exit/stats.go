@@ -13,8 +13,9 @@ type Counter struct {
 }
 
 // Counters returns the exit's counters in a stable order: flows open and
-// opened by protocol, bytes each way, relay buffer bytes holding data,
-// then refusals by reason (every reason, zeros included).
+// opened by protocol, bytes each way, port unreachables relayed, relay
+// buffer bytes holding data, then refusals by reason (every reason, zeros
+// included).
 func (e *Exit) Counters() []Counter {
 	c := &e.ctr
 	const (
@@ -22,7 +23,7 @@ func (e *Exit) Counters() []Counter {
 		openedHelp = "Flows the exit has opened."
 		bytesHelp  = "Bytes the exit relayed."
 	)
-	out := make([]Counter, 0, 9+int(numReasons))
+	out := make([]Counter, 0, 10+int(numReasons))
 	protos := []string{"tcp", "udp", "icmp"}
 	for p, name := range protos {
 		out = append(out, Counter{"exit_" + name + "_flows_open", "exit_flows_open", []string{"protocol", name}, openHelp, uint64(max(c.open[p].Load(), 0)), true})
@@ -33,6 +34,7 @@ func (e *Exit) Counters() []Counter {
 	out = append(out,
 		Counter{"exit_bytes_to_host", "exit_bytes", []string{"direction", "to_host"}, bytesHelp, c.toHost.Load(), false},
 		Counter{"exit_bytes_to_peer", "exit_bytes", []string{"direction", "to_peer"}, bytesHelp, c.toPeer.Load(), false},
+		Counter{"exit_port_unreachables_to_peer", "exit_port_unreachables", nil, "ICMP port unreachables the host got for peers' UDP and relayed to them.", c.unreachToPeer.Load(), false},
 		Counter{"exit_relay_buffer_bytes", "exit_relay_buffer_bytes", nil, "Relay buffer bytes holding data now.", uint64(max(c.bufInUse.Load(), 0)), true},
 	)
 	for r := reasonOK + 1; r < numReasons; r++ {

@@ -37,15 +37,18 @@ const (
 	exitFar         = "10.216.0.2" // the far namespace's end of the exit's veth
 	exitDenied      = "10.216.0.99"
 	exitUnreachable = "10.216.0.77"
-	exitBlobSize    = 32 << 20
+	exitBlobSize    = 256 << 20
 	exitSeed        = 21
 	exitMetrics     = "127.0.0.1:9586"
+	exitPeerCap     = 8 // TestRootlessExit's --exit-max-flows-per-peer
 )
 
 type exitEnv struct {
 	t          *testing.T
 	client     *netns
 	exitNS     *netns
+	far        *netns
+	pid        int // the exit's: ip netns exec and setpriv exec it in place
 	proc       *exitOutput
 	clientNode *node
 }
@@ -62,12 +65,15 @@ func (p *exitOutput) output() string {
 	return p.out.String()
 }
 
-func newExitEnv(t *testing.T, client impl) *exitEnv {
+// newExitEnv starts the three namespaces and the exit, with extra
+// arguments for the exit after the defaults.
+func newExitEnv(t *testing.T, client impl, extra ...string) *exitEnv {
 	t.Helper()
 	requireRoot(t)
 	requireTool(t, "wg", "setpriv")
 	e := &exitEnv{t: t, client: newNetns(t), exitNS: newNetns(t)}
 	far := newNetns(t)
+	e.far = far
 	under := connect(t, e.client, e.exitNS, 215, 0)
 	connect(t, e.exitNS, far, 216, 0)
 	// Ping sockets for nobody's group, in the exit's namespace only.
@@ -107,10 +113,11 @@ func newExitEnv(t *testing.T, client impl) *exitEnv {
 	if err := os.WriteFile(filepath.Join(etc, "resolv.conf"), []byte("nameserver "+exitFar+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("ip", "netns", "exec", e.exitNS.Name,
+	args := append([]string{"netns", "exec", e.exitNS.Name,
 		"setpriv", fmt.Sprintf("--reuid=%d", nobodyID), fmt.Sprintf("--regid=%d", nobodyID), "--clear-groups",
 		bin, "userspace", "-c", conf, "--socket-dir", "none", "--exit",
-		"--exit-deny", exitDenied, "--metrics", exitMetrics)
+		"--exit-deny", exitDenied, "--metrics", exitMetrics}, extra...)
+	cmd := exec.Command("ip", args...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + dir}
 	e.proc = &exitOutput{}
@@ -122,6 +129,7 @@ func newExitEnv(t *testing.T, client impl) *exitEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.pid = cmd.Process.Pid
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
@@ -195,8 +203,57 @@ func (e *exitEnv) metrics(t *testing.T) string {
 }
 
 func TestRootlessExit(t *testing.T) {
-	e := newExitEnv(t, fipsGo(t))
+	e := newExitEnv(t, fipsGo(t), "--exit-max-flows-per-peer", fmt.Sprint(exitPeerCap))
 
+	// First, while the peer has no flow open: its first exitPeerCap flows
+	// are relayed, the next is refused with a RST and counted, and a
+	// closed flow gives its slot back.
+	t.Run("peer-cap", func(t *testing.T) {
+		var open []net.Conn
+		for i := range exitPeerCap {
+			c, err := e.dial(t, exitFar+":7")
+			if err != nil {
+				t.Fatalf("flow %d of %d: %v", i+1, exitPeerCap, err)
+			}
+			if _, err := echoStream(c, exitSeed+10, 1<<10); err != nil {
+				t.Fatalf("flow %d of %d: %v", i+1, exitPeerCap, err)
+			}
+			open = append(open, c)
+		}
+		if _, err := e.dial(t, exitFar+":7"); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("flow %d with a cap of %d: %v, want connection refused", exitPeerCap+1, exitPeerCap, err)
+		}
+		want := `fipsgo_exit_refused_total{interface="fipsgo0",reason="peer_flow_cap"} 1`
+		if m := e.metrics(t); !strings.Contains(m, want) {
+			t.Fatalf("metrics lack %s:\n%s", want, m)
+		}
+		// The slot comes back once the relay has passed both FINs.
+		open[0].Close()
+		for try := 0; ; try++ {
+			c, err := e.dial(t, exitFar+":7")
+			if err == nil {
+				if _, err := echoStream(c, exitSeed+11, 1<<10); err != nil {
+					t.Fatal(err)
+				}
+				c.Close()
+				break
+			}
+			if !errors.Is(err, syscall.ECONNREFUSED) || try == 100 {
+				t.Fatalf("a flow after closing one of %d: %v", exitPeerCap, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, c := range open[1:] {
+			c.Close()
+		}
+		// Free every slot before the next subtests.
+		for try := 0; !strings.Contains(e.metrics(t), `fipsgo_exit_flows_open{interface="fipsgo0",protocol="tcp"} 0`); try++ {
+			if try == 100 {
+				t.Fatal("the capped flows did not close")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 	t.Run("tcp-echo-both-ways", func(t *testing.T) {
 		c, err := e.dial(t, exitFar+":7")
 		if err != nil {
@@ -250,6 +307,29 @@ func TestRootlessExit(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	t.Run("udp-port-unreachable", func(t *testing.T) {
+		// Nothing listens on UDP port 9 in the far namespace: its ICMP
+		// port unreachable reaches the client's socket through the exit.
+		var u net.Conn
+		var err error
+		inNetns(t, e.client, func() { u, err = net.Dial("udp", exitFar+":9") })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		b := make([]byte, 64)
+		for try := 0; ; try++ {
+			u.Write([]byte("anyone on port 9?"))
+			u.SetReadDeadline(time.Now().Add(time.Second))
+			_, err = u.Read(b)
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				break
+			}
+			if try == 10 {
+				t.Fatalf("read after writing to a closed UDP port: %v, want connection refused", err)
+			}
+		}
+	})
 	t.Run("refused-port", func(t *testing.T) {
 		_, err := e.dial(t, exitFar+":81")
 		if !errors.Is(err, syscall.ECONNREFUSED) {
@@ -295,8 +375,9 @@ func TestRootlessExit(t *testing.T) {
 			`fipsgo_exit_refused_total{interface="fipsgo0",reason="denied"} 1`,
 			`fipsgo_exit_refused_total{interface="fipsgo0",reason="connect_refused"} 1`,
 			`fipsgo_exit_refused_total{interface="fipsgo0",reason="unreachable"} 1`,
-			`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="tcp"} 3`,
-			`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="udp"} 2`, // the echo and DNS
+			fmt.Sprintf(`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="tcp"} %d`, 3+exitPeerCap+1),
+			`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="udp"} 3`, // the echo, port 9 and DNS
+			`fipsgo_exit_port_unreachables_total{interface="fipsgo0"} 1`,
 			`fipsgo_exit_flows_opened_total{interface="fipsgo0",protocol="icmp"} 1`,
 		} {
 			if !strings.Contains(m, want) {
@@ -330,6 +411,10 @@ func TestRootlessExitWireguardGoClient(t *testing.T) {
 	}
 	if _, err := e.dial(t, exitFar+":81"); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("dial a closed port: %v, want connection refused", err)
+	}
+	out, err := exec.Command("ip", "netns", "exec", e.client.Name, "ping", "-n", "-c", "2", "-W", "5", exitFar).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "2 received") {
+		t.Fatalf("ping %s through the exit from wireguard-go: %v\n%s", exitFar, err, out)
 	}
 }
 
