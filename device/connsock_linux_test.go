@@ -145,6 +145,53 @@ func TestConnectedSocketCapAndCost(t *testing.T) {
 	wantSockets(t, n, 0, 0)
 }
 
+// TestConnectedSocketsShareOneReader: 500 peers with endpoints get 500
+// connected sockets and not one goroutine more than none (the bind's one
+// reader serves them all); the traffic of a peer among them flows; a
+// listen-port change reconnects them all with the goroutines as they
+// were, and removing the peers closes them (leakcheck then finds every
+// goroutine of the device gone after Close).
+func TestConnectedSocketsShareOneReader(t *testing.T) {
+	a, b := linuxPair(t, conn.Options{})
+	exchange(t, a, b, 1)
+	wantSockets(t, a, 1, 1)
+	before := runtime.NumGoroutine()
+	const peers = 500
+	lo := netip.MustParseAddr("127.0.0.1")
+	cfg := &Config{}
+	for i := range peers {
+		key, _ := noise.GeneratePrivateKey(rand.Reader)
+		ep := netip.AddrPortFrom(lo, uint16(20000+i))
+		cfg.Peers = append(cfg.Peers, PeerConfig{PublicKey: key.PublicKey(), Endpoint: &ep})
+	}
+	if err := a.dev.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	wantSockets(t, a, 1+peers, 1+peers)
+	if g := runtime.NumGoroutine(); g > before+2 {
+		t.Fatalf("%d goroutines with %d more connected sockets, %d before", g, peers, before)
+	}
+	exchange(t, a, b, 2)
+
+	newPort := uint16(0)
+	if err := a.dev.Apply(&Config{ListenPort: &newPort}); err != nil {
+		t.Fatal(err)
+	}
+	wantSockets(t, a, 1+peers, 1+peers)
+	exchange(t, a, b, 3)
+	if g := runtime.NumGoroutine(); g > before+2 {
+		t.Fatalf("%d goroutines after a rebind with %d connected sockets, %d before", g, 1+peers, before)
+	}
+	for i := range cfg.Peers {
+		cfg.Peers[i] = PeerConfig{PublicKey: cfg.Peers[i].PublicKey, Remove: true}
+	}
+	if err := a.dev.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	wantSockets(t, a, 1, 1)
+	exchange(t, a, b, 4)
+}
+
 // heapAndStacks is live heap plus goroutine stacks after a GC.
 func heapAndStacks() uint64 {
 	runtime.GC()

@@ -356,7 +356,8 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 	return d, nil
 }
 
-// openBindLocked opens the bind and starts one receiver per socket.
+// openBindLocked opens the bind and starts one receiver per shared socket
+// and the connected sockets' fixed readers.
 func (d *Device) openBindLocked(port uint16) error {
 	fns, actual, err := d.bind.Open(port)
 	if err != nil {
@@ -373,6 +374,13 @@ func (d *Device) openBindLocked(port uint16) error {
 		d.readersWG.Add(1)
 		d.bindWG.Add(1)
 		go d.receiver(fn)
+	}
+	if cb, ok := d.bind.(conn.ConnectBind); ok {
+		for _, fn := range cb.ConnectedReceiveFuncs() {
+			d.readersWG.Add(1)
+			d.bindWG.Add(1)
+			go d.connectedReceiver(fn)
+		}
 	}
 	return nil
 }
