@@ -13,8 +13,10 @@ import (
 // TestConnectedReaderTakesTurns: with one connected socket holding a
 // long burst and two others a datagram each, the first read already
 // carries the two others' datagrams: each ready socket gets a turn of a
-// few messages, the busy one does not keep the reader. Then the rest of
-// the burst arrives, in order. With and without GRO.
+// few messages, the busy one does not keep the reader. A socket that
+// becomes ready while the busy one still has most of its burst gets its
+// turn before the burst ends, and the burst arrives in order. With and
+// without GRO.
 func TestConnectedReaderTakesTurns(t *testing.T) {
 	for _, o := range []Options{{}, {DisableGRO: true}} {
 		t.Run(fmt.Sprintf("DisableGRO=%v", o.DisableGRO), func(t *testing.T) {
@@ -25,7 +27,9 @@ func TestConnectedReaderTakesTurns(t *testing.T) {
 			for _, ap := range []netip.AddrPort{busyAddr, bAddr, cAddr} {
 				connect(t, us, Endpoint{Dst: ap})
 			}
-			const burst = 200
+			d, dAddr := peerSock(t)
+			connect(t, us, Endpoint{Dst: dAddr})
+			const burst = 600
 			var want [][]byte
 			for i := range burst {
 				want = append(want, []byte(fmt.Sprintf("busy %d", i)))
@@ -52,8 +56,19 @@ func TestConnectedReaderTakesTurns(t *testing.T) {
 			if from[bAddr] != 1 || from[cAddr] != 1 {
 				t.Fatalf("first read: %d datagrams by source %v; want b's and c's among them", n, from)
 			}
-			rest, _ := recvConn(t, us, burst-len(gotBusy), bufs)
-			gotBusy = append(gotBusy, rest...)
+			sendAll(t, d, us.at(lo4), [][]byte{[]byte("d")})
+			rest, from2 := recvConn(t, us, burst-len(gotBusy)+1, bufs)
+			dAt := -1
+			for i, ep := range from2 {
+				if ep.Dst == dAddr {
+					dAt = i
+					continue
+				}
+				gotBusy = append(gotBusy, rest[i])
+			}
+			if dAt < 0 || dAt == len(rest)-1 {
+				t.Fatalf("the socket that became ready came at %d of %d, want before the burst ended", dAt, len(rest))
+			}
 			for i := range want {
 				if string(gotBusy[i]) != string(want[i]) {
 					t.Fatalf("busy datagram %d is %q, want %q", i, gotBusy[i], want[i])
