@@ -193,6 +193,21 @@ func TestConnectedSocketsShareOneReader(t *testing.T) {
 	exchange(t, a, b, 4)
 }
 
+// TestConnectedReceiveBuffersFollowMTURaise is
+// TestReceiveBuffersFollowMTURaise over connected sockets: their reader
+// returns conn.ErrOversize for a datagram its batch is too small for, the
+// device looks at the MTU and comes back with larger buffers, and the
+// datagram kept for it gets through.
+func TestConnectedReceiveBuffersFollowMTURaise(t *testing.T) {
+	a, b := linuxPair(t, conn.Options{})
+	buffersFollowMTURaise(t, a, b)
+	wantSockets(t, a, 1, 1)
+	wantSockets(t, b, 1, 1)
+	if s := bindStats(t, b); s.ConnFallbacks != 0 {
+		t.Fatalf("b: %d sends fell back to the shared socket", s.ConnFallbacks)
+	}
+}
+
 // heapAndStacks is live heap plus goroutine stacks after a GC.
 func heapAndStacks() uint64 {
 	runtime.GC()
