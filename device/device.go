@@ -154,8 +154,11 @@ func (o *Options) setDefaults() {
 	if o.Batches <= 0 {
 		o.Batches = 16
 	}
-	if o.Batches < 4 {
-		o.Batches = 4
+	if o.Batches < 5 {
+		// Each reader holds one while it waits (the TUN's, the two
+		// shared sockets', the connected sockets'); one more keeps the
+		// traffic of a reader that needs a second moving.
+		o.Batches = 5
 	}
 	if o.SmallBatches <= 0 {
 		o.SmallBatches = 1024
