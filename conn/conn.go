@@ -91,29 +91,30 @@ type ConnectBind interface {
 	// on a closed bind. Close and reopening the bind close every
 	// connected socket.
 	Connect(ep Endpoint) (PeerConn, error)
+	// ConnectedReceiveFuncs are the receive functions that read every
+	// connected socket of the bind's current Open, those connected later
+	// included: a fixed number (one on Linux), however many sockets there
+	// are, each to be called by one goroutine at a time. They serve the
+	// ready sockets in turns, so one busy socket does not starve the
+	// others, and behave as the ReceiveFuncs Open returns (batched,
+	// GRO-split, timed and counted, ErrOversize, net.ErrClosed once the
+	// bind closes or reopens); an error a socket reports in place of a
+	// datagram (an ICMP error) is that socket's and never returned. Nil
+	// on a closed bind or one whose connected sockets are off.
+	ConnectedReceiveFuncs() []ReceiveFunc
 }
 
-// PeerConn is one connected socket. Wait and Receive are for one reader
-// goroutine; Send and Close are safe for concurrent use.
+// PeerConn is one connected socket. Its datagrams are read by the bind's
+// ConnectedReceiveFuncs; Send and Close are safe for concurrent use.
 type PeerConn interface {
 	// Endpoint is the remote address and the local address the socket is
 	// bound to (Src; the kernel's choice when Connect was given none).
 	Endpoint() Endpoint
-	// Wait blocks until Receive has something to return, or returns an
-	// error wrapping net.ErrClosed once the socket is closed. It holds no
-	// buffers while it waits, so an idle connected socket costs no packet
-	// memory.
-	Wait() error
-	// Receive is a ReceiveFunc that never blocks: it returns 0 and no error
-	// when nothing is queued (for example after an ICMP error the kernel
-	// reported in place of a datagram). Datagrams are batched, GRO-split,
-	// timed and counted as on the shared sockets.
-	Receive(bufs [][]byte, sizes []int, eps []Endpoint) (n int, err error)
 	// Send writes bufs to the endpoint on this socket, coalescing with
 	// UDP_SEGMENT as Bind.Send does.
 	Send(bufs [][]byte) error
-	// Close closes the socket; a blocked Wait returns. Closing twice is
-	// not an error.
+	// Close closes the socket; a datagram queued on it and not read yet
+	// is lost. Closing twice is not an error.
 	Close() error
 }
 

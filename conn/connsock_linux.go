@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,9 +18,9 @@ import (
 // the map without a lock (copy on write: connects are rare, sends are the
 // hot path); mu serializes the writers.
 type connTable struct {
-	b    *LinuxBind
-	st   *linuxState
-	lend *lazyList[groSet] // GRO read buffers all connected readers share
+	b      *LinuxBind
+	st     *linuxState
+	reader *connReader // reads every socket of the table
 
 	mu     sync.Mutex // guards closed and replacing m
 	closed bool
@@ -44,28 +43,35 @@ func (b *LinuxBind) newConnTable(st *linuxState) *connTable {
 			return nil
 		}
 	}
-	// A reader holds a set only from the moment its socket is readable
-	// until that read is delivered; more readers than sets take turns.
-	sets := max(2, runtime.GOMAXPROCS(0))
-	return &connTable{
-		b:    b,
-		st:   st,
-		lend: newLazyList(sets, func() *groSet { return newGROSet(connGROBuffers) }),
+	r, err := newConnReader(b.opts, &b.stats)
+	if err != nil {
+		b.opts.Logf("conn: connected per-peer sockets off: %v", err)
+		return nil
 	}
+	return &connTable{b: b, st: st, reader: r}
 }
 
 // connSocket is one connected socket (PeerConn).
 type connSocket struct {
 	t    *connTable
 	sock *udpSocket
-	r    *receiver
 	ep   Endpoint // Src is the address the socket is bound to
 	// broken is set when a send failed in a way that will not heal (the
 	// local address is gone): Bind.Send then skips the socket, and the
 	// owner replaces it when the peer's endpoint next changes.
 	broken atomic.Bool
 	once   sync.Once
-	closed chan struct{} // closed by shutdown
+
+	// Its place in the table's connReader, guarded by connReader.mu: the
+	// slot and generation its epoll events carry, whether it waits in
+	// the ring of ready sockets and its neighbours there, and gone once
+	// it is closing (it never enters the ring again).
+	slot, gen    uint32
+	inRing, gone bool
+	prev, next   *connSocket
+	// errs counts the reads in a row that returned a socket errno; only
+	// the reader touches it.
+	errs uint8
 }
 
 var _ PeerConn = (*connSocket)(nil)
@@ -90,6 +96,16 @@ func (b *LinuxBind) Connect(ep Endpoint) (PeerConn, error) {
 	}
 	b.stats.connOpened.Add(1)
 	return cs, nil
+}
+
+// ConnectedReceiveFuncs implements ConnectBind: the one reader of every
+// connected socket (see connReader).
+func (b *LinuxBind) ConnectedReceiveFuncs() []ReceiveFunc {
+	st := b.state.Load()
+	if st == nil || st.connected == nil {
+		return nil
+	}
+	return []ReceiveFunc{st.connected.reader.receive}
 }
 
 // connect opens, sets up and connects a socket for ep, and publishes it.
@@ -127,7 +143,12 @@ func (t *connTable) connect(ep Endpoint, mark uint32) (*connSocket, error) {
 		c.Close()
 		return nil, err
 	}
+	if err := t.reader.register(cs); err != nil {
+		c.Close()
+		return nil, err
+	}
 	if err := t.publish(cs); err != nil {
+		t.reader.unregister(cs)
 		c.Close()
 		return nil, err
 	}
@@ -157,9 +178,7 @@ func (t *connTable) setUp(c *net.UDPConn, v6 bool, dst netip.AddrPort, ifIndex i
 	if err != nil {
 		return nil, err
 	}
-	cs := &connSocket{t: t, sock: s, ep: Endpoint{Dst: dst, Src: local, SrcIfIndex: ifIndex}, closed: make(chan struct{})}
-	cs.r = newLendingReceiver(s, t.b.opts, &t.b.stats, t.lend, cs.closed)
-	return cs, nil
+	return &connSocket{t: t, sock: s, ep: Endpoint{Dst: dst, Src: local, SrcIfIndex: ifIndex}}, nil
 }
 
 // publish adds cs to the map Send reads.
@@ -213,7 +232,8 @@ func (t *connTable) remove(cs *connSocket) {
 	t.m.Store(&m)
 }
 
-// closeAll closes every connected socket; Connect fails from now on.
+// closeAll closes every connected socket, then their reader's epoll
+// instance, which ends the reader's calls; Connect fails from now on.
 func (t *connTable) closeAll() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -222,6 +242,7 @@ func (t *connTable) closeAll() {
 		cs.shutdown()
 	}
 	t.m.Store(nil)
+	t.reader.close()
 }
 
 // setMark sets the fwmark on every connected socket and connects it again:
@@ -242,46 +263,6 @@ func (t *connTable) setMark(mark uint32) error {
 // Endpoint implements PeerConn.
 func (cs *connSocket) Endpoint() Endpoint { return cs.ep }
 
-// Wait implements PeerConn. Once the socket is readable it borrows the
-// GRO buffers the read will need, so that a reader waiting for buffers
-// holds nothing of the caller's: a caller must Wait before it takes
-// buffers of its own for Receive, or a reader holding the caller's
-// buffers would wait for GRO buffers that readers waiting for the
-// caller's hold. After a read that found datagrams Wait skips the
-// readiness check (a system call; the socket likely holds more) and only
-// borrows. A Receive without Wait never waits for buffers: with none free
-// it reports nothing.
-func (cs *connSocket) Wait() error {
-	if cs.r.pending() {
-		return nil
-	}
-	if cs.r.likelyMore() {
-		if !cs.r.borrow() {
-			return net.ErrClosed
-		}
-		return nil
-	}
-	if err := cs.r.call.waitReadable(cs.sock.rc); err != nil {
-		cs.r.drop()
-		return err
-	}
-	if !cs.r.borrow() {
-		return net.ErrClosed
-	}
-	return nil
-}
-
-// Receive implements PeerConn. An errno from the socket (an ICMP error the
-// kernel reports in place of a datagram, cleared by reporting it) is not
-// the caller's problem: it reads as "nothing now".
-func (cs *connSocket) Receive(bufs [][]byte, sizes []int, eps []Endpoint) (int, error) {
-	n, err := cs.r.receive(bufs, sizes, eps)
-	if err != nil && socketErrno(err) {
-		return 0, nil
-	}
-	return n, err
-}
-
 // socketErrno reports an errno from the socket, as opposed to its closing.
 // Apart so that the steady state, which has no error, allocates nothing.
 func socketErrno(err error) bool {
@@ -301,10 +282,10 @@ func (cs *connSocket) Close() error {
 	return nil
 }
 
-// shutdown closes the socket once.
+// shutdown closes the socket once, out of its reader first.
 func (cs *connSocket) shutdown() {
 	cs.once.Do(func() {
-		close(cs.closed)
+		cs.t.reader.unregister(cs)
 		cs.sock.conn.Close()
 		cs.t.b.stats.connClosed.Add(1)
 	})

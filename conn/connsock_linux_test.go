@@ -37,29 +37,20 @@ func connect(t *testing.T, e *end, ep Endpoint) PeerConn {
 	return pc
 }
 
-// recvConn reads exactly n datagrams from pc the way a reader goroutine
-// does (Wait, then Receive); a hang guard closes pc.
-func recvConn(t *testing.T, pc PeerConn, n int, bufs [][]byte) ([][]byte, []Endpoint) {
+// connFn is the bind's one reader of its connected sockets.
+func (e *end) connFn(t testing.TB) ReceiveFunc {
 	t.Helper()
-	guard := time.AfterFunc(10*time.Second, func() { pc.Close() })
-	defer guard.Stop()
-	sizes, eps := make([]int, len(bufs)), make([]Endpoint, len(bufs))
-	var data [][]byte
-	var from []Endpoint
-	for len(data) < n {
-		if err := pc.Wait(); err != nil {
-			t.Fatalf("after %d of %d datagrams: %v", len(data), n, err)
-		}
-		got, err := pc.Receive(bufs[:min(len(bufs), n-len(data))], sizes, eps)
-		if err != nil {
-			t.Fatalf("after %d of %d datagrams: %v", len(data), n, err)
-		}
-		for i := range got {
-			data = append(data, append([]byte{}, bufs[i][:sizes[i]]...))
-			from = append(from, eps[i])
-		}
+	fns := e.b.ConnectedReceiveFuncs()
+	if len(fns) != 1 {
+		t.Fatalf("%d connected-socket readers, want 1", len(fns))
 	}
-	return data, from
+	return fns[0]
+}
+
+// recvConn reads exactly n datagrams from e's connected sockets.
+func recvConn(t *testing.T, e *end, n int, bufs [][]byte) ([][]byte, []Endpoint) {
+	t.Helper()
+	return recvN(t, e, e.connFn(t), n, bufs)
 }
 
 func sendAll(t *testing.T, c *net.UDPConn, to netip.AddrPort, dgrams [][]byte) {
@@ -93,7 +84,7 @@ func TestConnectedSocketTakesThePeersTraffic(t *testing.T) {
 	sendAll(t, b, us.at(lo4b), [][]byte{marker})
 
 	bufs, _, _ := rxBufs(8, 1500)
-	got, eps := recvConn(t, pc, 20, bufs)
+	got, eps := recvConn(t, us, 20, bufs)
 	checkBurst(t, got, eps, want, aAddr, lo4b)
 
 	// The shared socket's first datagram is b's: none of a's went there.
@@ -175,8 +166,8 @@ func TestConnectedSocketFallbacks(t *testing.T) {
 	if err := pc.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if err := pc.Wait(); !errors.Is(err, net.ErrClosed) {
-		t.Fatalf("Wait after Close: %v, want net.ErrClosed", err)
+	if cs := pc.(*connSocket); !cs.gone || us.b.state.Load().connected.reader.slots[cs.slot] != nil {
+		t.Fatal("a closed socket is still registered with the reader")
 	}
 	checkFrom(Endpoint{Dst: aAddr}, us.at(lo4))
 	sendAll(t, a, us.at(lo4b), [][]byte{[]byte("back on shared")})
@@ -210,16 +201,13 @@ func TestConnectedSocketOffloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	bufs, _, _ := rxBufs(16, 1500) // fewer than sent: leftovers across calls
-	got, eps := recvConn(t, pc, 40, bufs)
+	got, eps := recvConn(t, us, 40, bufs)
 	checkBurst(t, got, eps, want, peer.at(lo4), lo4b)
 	if s := us.b.Stats(); s.RxMessages != 1 || s.RxPackets != 40 {
 		t.Fatalf("receiver stats %+v, want 40 packets in 1 message", s)
 	}
 	if s := us.b.Stats(); s.RxSojourn.Total() != 40 {
 		t.Fatalf("no receive timestamps on the connected socket: %+v", s.RxSojourn)
-	}
-	if cs.r.set != nil {
-		t.Fatal("GRO buffers still borrowed after every datagram was delivered")
 	}
 
 	if err := pc.Send(want); err != nil {
@@ -241,18 +229,30 @@ func TestConnectedSocketsCloseWithTheBind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fn := us.connFn(t)
 	waitErr := make(chan error, 1)
-	go func() { waitErr <- pc.Wait() }()
+	go func() {
+		bufs, sizes, eps := rxBufs(4, 100)
+		_, err := fn(bufs, sizes, eps)
+		waitErr <- err
+	}()
 	if err := us.b.Close(); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case err := <-waitErr:
 		if !errors.Is(err, net.ErrClosed) {
-			t.Fatalf("Wait after the bind closed: %v", err)
+			t.Fatalf("the connected sockets' reader after the bind closed: %v", err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("Wait still blocked after the bind closed")
+		t.Fatal("the connected sockets' reader still blocked after the bind closed")
+	}
+	bufs, sizes, eps := rxBufs(4, 100)
+	if _, err := fn(bufs, sizes, eps); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("reading a closed bind's connected sockets: %v", err)
+	}
+	if fns := us.b.ConnectedReceiveFuncs(); fns != nil {
+		t.Fatalf("a closed bind has %d connected-socket readers", len(fns))
 	}
 	if _, err := us.b.Connect(Endpoint{Dst: aAddr}); !errors.Is(err, ErrBindClosed) {
 		t.Fatalf("Connect on a closed bind: %v", err)
@@ -272,36 +272,55 @@ func TestConnectedSocketsCloseWithTheBind(t *testing.T) {
 		t.Fatalf("wildcard connected socket bound to %v, want the route's choice 127.0.0.1", pc2.Endpoint().Src)
 	}
 	sendAll(t, a, us.at(lo4), [][]byte{[]byte("new port")})
-	bufs, _, _ := rxBufs(1, 100)
-	got, _ := recvConn(t, pc2, 1, bufs)
+	got, _ := recvConn(t, us, 1, bufs)
 	if string(got[0]) != "new port" {
 		t.Fatalf("got %q", got[0])
 	}
 }
 
 // TestConnectedSocketICMPError: a connected socket whose peer's port is
-// closed gets ECONNREFUSED from the kernel; Receive reads it as nothing,
-// and the next datagram still arrives.
+// closed gets ECONNREFUSED from the kernel in place of a datagram; the
+// reader of all connected sockets takes it as that socket's (reading it
+// clears it) and returns no error, and the other sockets' datagrams
+// still arrive.
 func TestConnectedSocketICMPError(t *testing.T) {
 	us := openEnd(t, Options{})
 	a, aAddr := peerSock(t)
 	gone, goneAddr := peerSock(t)
 	gone.Close()
 	pcGone := connect(t, us, Endpoint{Dst: goneAddr})
+	connect(t, us, Endpoint{Dst: aAddr})
 	if err := pcGone.Send([][]byte{[]byte("to nobody")}); err != nil {
 		t.Fatal(err)
 	}
+	fn := us.connFn(t)
 	bufs, sizes, eps := rxBufs(4, 100)
-	if err := pcGone.Wait(); err != nil { // the ICMP error makes it readable
-		t.Fatal(err)
-	}
-	if n, err := pcGone.Receive(bufs, sizes, eps); n != 0 || err != nil {
-		t.Fatalf("Receive after ICMP error: %d, %v; want 0, nil", n, err)
-	}
-	pc := connect(t, us, Endpoint{Dst: aAddr})
+	done := make(chan struct{})
+	var n int
+	var err error
+	go func() { n, err = fn(bufs, sizes, eps); close(done) }()
+	// The reader is woken by the error, reads it and waits again.
 	sendAll(t, a, us.at(lo4), [][]byte{[]byte("still here")})
-	got, _ := recvConn(t, pc, 1, bufs)
-	if string(got[0]) != "still here" {
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		us.b.Close()
+		<-done
+		t.Fatal("no datagram from the healthy socket")
+	}
+	if err != nil || n != 1 || string(bufs[0][:sizes[0]]) != "still here" || eps[0].Dst != aAddr {
+		t.Fatalf("read %d (%q from %v), %v; want the healthy socket's datagram", n, bufs[0][:sizes[0]], eps[0].Dst, err)
+	}
+	var soErr int
+	sockoptControl(pcGone.(*connSocket).sock.conn, func(fd int) (e error) {
+		soErr, e = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		return e
+	})
+	if soErr != 0 {
+		t.Fatalf("the ICMP error (%v) was left on the socket, unread", unix.Errno(soErr))
+	}
+	sendAll(t, a, us.at(lo4), [][]byte{[]byte("and again")})
+	if got, _ := recvConn(t, us, 1, bufs); string(got[0]) != "and again" {
 		t.Fatalf("got %q", got[0])
 	}
 }
@@ -351,7 +370,7 @@ func TestConnectedSocketMark(t *testing.T) {
 func TestWildcardConnectedSocketTakesOnlyItsPeer(t *testing.T) {
 	us := openEnd(t, Options{})
 	a, aAddr := peerSock(t)
-	pc := connect(t, us, Endpoint{Dst: aAddr})
+	connect(t, us, Endpoint{Dst: aAddr})
 	const others = 32
 	for i := range others {
 		c, _ := peerSock(t) // a new source port each: a new hash
@@ -365,7 +384,7 @@ func TestWildcardConnectedSocketTakesOnlyItsPeer(t *testing.T) {
 			t.Fatalf("shared socket datagram %d: %q from %v", i, got[i], eps[i].Dst)
 		}
 	}
-	got, _ = recvConn(t, pc, 1, bufs)
+	got, _ = recvConn(t, us, 1, bufs)
 	if string(got[0]) != "from a" {
 		t.Fatalf("connected socket got %q, want a's datagram only", got[0])
 	}
@@ -463,135 +482,4 @@ func TestConnectedSocketLosesItsAddress(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// oneSetTwoReaders is a bind whose connected sockets share a single GRO
-// set, and two of them with a datagram each ("one", "two"): pc1 has
-// waited and holds the set.
-func oneSetTwoReaders(t *testing.T) (pc1, pc2 PeerConn) {
-	t.Helper()
-	us := openEnd(t, Options{})
-	if !us.sock(false).gro {
-		t.Skip("kernel without UDP_GRO")
-	}
-	ct := us.b.state.Load().connected
-	ct.lend = newLazyList(1, func() *groSet { return newGROSet(connGROBuffers) })
-	a1, a1Addr := peerSock(t)
-	a2, a2Addr := peerSock(t)
-	pc1, pc2 = connect(t, us, Endpoint{Dst: a1Addr}), connect(t, us, Endpoint{Dst: a2Addr})
-	sendAll(t, a1, us.at(lo4), [][]byte{[]byte("one")})
-	sendAll(t, a2, us.at(lo4), [][]byte{[]byte("two")})
-	if err := pc1.Wait(); err != nil { // takes the only set
-		t.Fatal(err)
-	}
-	return pc1, pc2
-}
-
-// TestConnectedReaderWaitingForBuffersStopsOnClose: with every GRO set
-// borrowed, another connected socket's Wait waits for one; closing that
-// socket must end the wait, and the set's holder still reads.
-func TestConnectedReaderWaitingForBuffersStopsOnClose(t *testing.T) {
-	pc1, pc2 := oneSetTwoReaders(t)
-	waited := make(chan error, 1)
-	go func() { waited <- pc2.Wait() }()
-	select {
-	case err := <-waited:
-		t.Fatalf("Wait returned (%v) while the only set was lent", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	pc2.Close()
-	select {
-	case err := <-waited:
-		if !errors.Is(err, net.ErrClosed) {
-			t.Fatalf("Wait after Close: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Wait still waiting for buffers after its socket closed")
-	}
-	bufs, _, _ := rxBufs(4, 100)
-	got, _ := recvConn(t, pc1, 1, bufs)
-	if string(got[0]) != "one" {
-		t.Fatalf("got %q", got[0])
-	}
-}
-
-// TestConnectedReadWithoutWaitNeverWaitsForBuffers: a caller that reads
-// again at once after a read found datagrams (skipping Wait) holds a
-// batch of its own; with every GRO set lent to readers that may be
-// waiting for such a batch, its Receive must report nothing instead of
-// waiting for a set, and the next Wait then borrows one.
-func TestConnectedReadWithoutWaitNeverWaitsForBuffers(t *testing.T) {
-	us := openEnd(t, Options{})
-	if !us.sock(false).gro {
-		t.Skip("kernel without UDP_GRO")
-	}
-	ct := us.b.state.Load().connected
-	ct.lend = newLazyList(1, func() *groSet { return newGROSet(connGROBuffers) })
-	a1, a1Addr := peerSock(t)
-	a2, a2Addr := peerSock(t)
-	pc1, pc2 := connect(t, us, Endpoint{Dst: a1Addr}), connect(t, us, Endpoint{Dst: a2Addr})
-	sendAll(t, a2, us.at(lo4), [][]byte{[]byte("two")})
-	bufs, sizes, eps := rxBufs(4, 100)
-	// pc2's first read: it waits and reads, and gives its set back once
-	// delivered; its caller would now read again without Wait.
-	if err := pc2.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := pc2.Receive(bufs, sizes, eps); n != 1 || err != nil {
-		t.Fatalf("first read: %d, %v", n, err)
-	}
-	sendAll(t, a1, us.at(lo4), [][]byte{[]byte("one")})
-	sendAll(t, a2, us.at(lo4), [][]byte{[]byte("two again")})
-	if err := pc1.Wait(); err != nil { // takes the only set
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	var n int
-	var err error
-	go func() { n, err = pc2.Receive(bufs, sizes, eps); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Receive without Wait waits for the lent GRO set")
-	}
-	if n != 0 || err != nil {
-		t.Fatalf("Receive with no set free: %d, %v; want nothing now", n, err)
-	}
-	got, _ := recvConn(t, pc1, 1, bufs)
-	if string(got[0]) != "one" {
-		t.Fatalf("pc1 got %q", got[0])
-	}
-	got, _ = recvConn(t, pc2, 1, bufs) // Wait borrows the set pc1 gave back
-	if string(got[0]) != "two again" {
-		t.Fatalf("pc2 got %q", got[0])
-	}
-}
-
-// TestConnectedReceiveKeepsTheSetWaitLent: the GRO set Wait borrows is
-// the one the read after it uses. Receive once gave it back before
-// reading (nothing was held yet), so with other readers waiting to borrow
-// the read found none left and read nothing: 1,000 active peers' sockets
-// then passed the sets around without reading.
-func TestConnectedReceiveKeepsTheSetWaitLent(t *testing.T) {
-	pc1, pc2 := oneSetTwoReaders(t)
-	waited := make(chan error, 1)
-	go func() { waited <- pc2.Wait() }()
-	time.Sleep(50 * time.Millisecond) // pc2 now waits to borrow
-	bufs, sizes, eps := rxBufs(4, 100)
-	n, err := pc1.Receive(bufs, sizes, eps)
-	if n != 1 || err != nil || string(bufs[0][:sizes[0]]) != "one" {
-		t.Fatalf("Receive after Wait: %d, %v; want the datagram Wait saw", n, err)
-	}
-	select { // pc1 is done with the set: pc2 gets it
-	case err := <-waited:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("pc2 never got the set")
-	}
-	got, _ := recvConn(t, pc2, 1, bufs)
-	if string(got[0]) != "two" {
-		t.Fatalf("pc2 got %q", got[0])
-	}
 }

@@ -22,8 +22,8 @@ type mmsgCall struct {
 	sendFn func(fd uintptr) bool
 	peekFn func(fd uintptr) bool
 	// nonblock makes recvmmsg return 0 messages instead of waiting when
-	// the socket has none (connected sockets wait in waitReadable, where
-	// they hold no buffers).
+	// the socket has none (the connected sockets' reader waits in their
+	// epoll instance and takes turns between them).
 	nonblock bool
 }
 

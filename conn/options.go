@@ -28,9 +28,10 @@ type Options struct {
 	// MaxConnected caps the connected per-endpoint sockets (ConnectBind)
 	// one Linux bind holds; endpoints past it use the shared socket.
 	// Default 1024; negative turns connected sockets off (and leaves
-	// SO_REUSEPORT off the shared sockets). Each costs a file descriptor,
-	// a reader goroutine parked in the poller and about 2 KiB of syscall
-	// arrays; packet buffers come from a pool shared by all of them.
+	// SO_REUSEPORT off the shared sockets). Each costs a file descriptor
+	// and an entry in an epoll instance; one reader serves all of them
+	// (ConnectBind.ConnectedReceiveFuncs), with GROBuffers read buffers
+	// of its own.
 	MaxConnected int
 	// Logf receives rare events (offload fallbacks, socket setup); nil
 	// discards. The data path never logs per packet, it counts.
@@ -43,12 +44,13 @@ const (
 	defaultSocketBuffer = 7 << 20
 	defaultGROBuffers   = 32
 	defaultMaxConnected = 1024
-	// connGROBuffers is how many 64 KiB buffers one read of a connected
-	// socket borrows; connDirectBatch bounds a read without GRO. Two
-	// coalesced messages (up to about 90 datagrams) per read keep the
-	// socket drained in small steps: against 8, two series of
-	// bench-netns.sh put the ping RTT under four streams 8-37% lower at
-	// the same throughput and CPU per GB, in 1.3 MiB less RSS.
+	// connGROBuffers is how many coalesced messages one turn of a
+	// connected socket reads (see connReader); connDirectBatch bounds a
+	// turn without GRO. Two coalesced messages (up to about 90
+	// datagrams) per read keep the socket drained in small steps: against
+	// 8, two series of bench-netns.sh put the ping RTT under four streams
+	// 8-37% lower at the same throughput and CPU per GB, in 1.3 MiB less
+	// RSS (measured when each socket had a reader of its own).
 	connGROBuffers  = 2
 	connDirectBatch = 32
 	// groBufferSize holds the largest coalesced message the kernel builds:

@@ -14,7 +14,9 @@ import (
 // arrays, and with UDP_GRO the 64 KiB buffers coalesced messages land in
 // plus what is left of them after a call. Its memory is fixed at open. One
 // call runs at a time (tok), which keeps the leftovers of a GRO read in
-// arrival order for the next call.
+// arrival order for the next call. The connected sockets' reader
+// (connReader) uses one receiver for all of them, with no socket of its
+// own (sock nil): it names the socket on each read.
 type receiver struct {
 	sock  *udpSocket
 	stats *counters
@@ -27,31 +29,17 @@ type receiver struct {
 
 	// With GRO only: gro are the read buffers; held[next:nheld] are parsed
 	// messages that still have datagrams for the caller.
-	// A connected socket's receiver owns no GRO buffers: it borrows a set
-	// from lend for one read and gives it back once every datagram of that
-	// read is delivered, so a thousand idle connected sockets hold none.
-	lend        *lazyList[groSet]
-	set         *groSet
-	quit        <-chan struct{} // closed with the socket: stop waiting to borrow
 	gro         [][]byte
 	held        []heldMsg
 	next, nheld int
-	// more: the last read found datagrams, so the socket likely holds
-	// more and a connected socket's Wait skips its readiness check.
-	more bool
-	// ownGRO is how many GRO buffers a shared socket's receiver allocates
-	// for itself, on its first read.
+	// ownGRO is how many GRO buffers the receiver allocates, on its first
+	// read.
 	ownGRO int
 	// refused is the buffer size at which a datagram of this read was last
 	// handed back unread (0: none since the last read or delivery):
 	// datagrams too big for buffers no larger than that are dropped without
 	// asking again.
 	refused int
-
-	// drops is the kernel's count of datagrams the socket dropped, as last
-	// read at dropsAt (ns); see countDrops.
-	drops   uint32
-	dropsAt int64
 }
 
 // heldMsg is a coalesced message being split: data is what is left of it,
@@ -63,13 +51,6 @@ type heldMsg struct {
 	seg  int
 	left int
 	ep   Endpoint
-}
-
-// groSet is one borrowed set of GRO read buffers.
-type groSet struct{ bufs [][]byte }
-
-func newGROSet(n int) *groSet {
-	return &groSet{bufs: groBuffers(n)}
 }
 
 // groBuffers carves n 64 KiB read buffers out of one allocation.
@@ -89,26 +70,7 @@ func newReceiver(s *udpSocket, o Options, st *counters) *receiver {
 	}
 	r := newReceiverArrays(s, n, st)
 	if s.gro {
-		// Allocated once the socket first has a datagram: the socket of
-		// an address family nobody uses (often IPv6) then costs nothing.
-		r.ownGRO = n
-		r.held = make([]heldMsg, n)
-	}
-	return r
-}
-
-// newLendingReceiver is a connected socket's receiver: its reads never
-// block (call.nonblock) and with GRO they borrow their buffers from lend.
-func newLendingReceiver(s *udpSocket, o Options, st *counters, lend *lazyList[groSet], quit <-chan struct{}) *receiver {
-	n := min(o.BatchSize, connDirectBatch)
-	if s.gro {
-		n = connGROBuffers
-	}
-	r := newReceiverArrays(s, n, st)
-	r.call.nonblock = true
-	r.quit = quit
-	if s.gro {
-		r.lend = lend
+		r.ownGRO = n // allocated by ensureGRO
 		r.held = make([]heldMsg, n)
 	}
 	return r
@@ -212,17 +174,17 @@ func (r *receiver) observe(now, rxTime int64, n int) {
 // often, and only while reads go on.
 const dropsEvery = 50 * time.Millisecond
 
-// countDrops adds what the kernel dropped at the socket's full receive
-// buffer since it last looked, at a read at now (ns). Those datagrams
-// never reach a read, so their count has to be asked for.
-func (r *receiver) countDrops(now int64) {
-	if now-r.dropsAt < int64(dropsEvery) {
+// countDrops adds what the kernel dropped at s's full receive buffer since
+// it last looked, at a read at now (ns). Those datagrams never reach a
+// read, so their count has to be asked for. Only s's reader calls it.
+func (r *receiver) countDrops(s *udpSocket, now int64) {
+	if now-s.dropsAt < int64(dropsEvery) {
 		return
 	}
-	r.dropsAt = now
-	if d, ok := socketDrops(r.sock.rc); ok {
-		r.stats.rxSocketDrops.Add(uint64(d - r.drops))
-		r.drops = d
+	s.dropsAt = now
+	if d, ok := socketDrops(s.rc); ok {
+		r.stats.rxSocketDrops.Add(uint64(d - s.drops))
+		s.drops = d
 	}
 }
 
@@ -236,45 +198,10 @@ func (r *receiver) forget(n int) {
 // receiveDirect reads datagrams straight into the caller's buffers: without
 // GRO every message is one datagram, so there is nothing to split.
 func (r *receiver) receiveDirect(bufs [][]byte, sizes []int, eps []Endpoint) (int, error) {
-	n := min(len(bufs), len(r.msgs))
 	for {
-		for i := range n {
-			r.prepare(i, bufs[i])
-		}
-		got, err := r.call.recvmmsg(r.sock.rc, r.msgs[:n])
-		r.forget(n)
+		out, got, stale, err := r.readDirect(r.sock, bufs, sizes, eps)
 		if err != nil {
 			return 0, err
-		}
-		if got == 0 && r.call.nonblock {
-			return 0, nil
-		}
-		now := time.Now().UnixNano()
-		shed := r.sock.shed.Load()
-		out, stale := 0, 0
-		for i := range got {
-			ep, _, rxTime, ok := r.decode(i)
-			if !ok {
-				continue
-			}
-			if shed && tooOld(now, rxTime) {
-				stale++
-				continue
-			}
-			r.observe(now, rxTime, 1)
-			l := int(r.msgs[i].Len)
-			if out != i {
-				// Rare: only after a dropped message. Keep the batch dense.
-				copy(bufs[out], bufs[i][:l])
-			}
-			sizes[out], eps[out] = l, ep
-			out++
-		}
-		r.stats.rxMessages.Add(uint64(got))
-		r.stats.rxPackets.Add(uint64(out))
-		r.countDrops(now)
-		if stale > 0 {
-			r.stats.rxShedStale.Add(uint64(stale))
 		}
 		if out > 0 {
 			return out, nil
@@ -283,6 +210,50 @@ func (r *receiver) receiveDirect(bufs [][]byte, sizes []int, eps []Endpoint) (in
 			return 0, ErrOversize
 		}
 	}
+}
+
+// readDirect is one recvmmsg on s into bufs (at most len(r.msgs) of them).
+// It returns how many datagrams it delivered (out, packed at the front of
+// bufs), how many messages it read (got) and how many of those it dropped
+// for their age while shedding (stale); the rest of got less out were
+// dropped for their size or control data, and counted.
+func (r *receiver) readDirect(s *udpSocket, bufs [][]byte, sizes []int, eps []Endpoint) (out, got, stale int, err error) {
+	n := min(len(bufs), len(r.msgs))
+	for i := range n {
+		r.prepare(i, bufs[i])
+	}
+	got, err = r.call.recvmmsg(s.rc, r.msgs[:n])
+	r.forget(n)
+	if err != nil || got == 0 {
+		return 0, 0, 0, err
+	}
+	now := time.Now().UnixNano()
+	shed := s.shed.Load()
+	for i := range got {
+		ep, _, rxTime, ok := r.decode(i)
+		if !ok {
+			continue
+		}
+		if shed && tooOld(now, rxTime) {
+			stale++
+			continue
+		}
+		r.observe(now, rxTime, 1)
+		l := int(r.msgs[i].Len)
+		if out != i {
+			// Rare: only after a dropped message. Keep the batch dense.
+			copy(bufs[out], bufs[i][:l])
+		}
+		sizes[out], eps[out] = l, ep
+		out++
+	}
+	r.stats.rxMessages.Add(uint64(got))
+	r.stats.rxPackets.Add(uint64(out))
+	r.countDrops(s, now)
+	if stale > 0 {
+		r.stats.rxShedStale.Add(uint64(stale))
+	}
+	return out, got, stale, nil
 }
 
 // tooOld reports whether a datagram the kernel received at rxTime (0: no
@@ -303,49 +274,32 @@ func (r *receiver) receiveGRO(bufs [][]byte, sizes []int, eps []Endpoint) (int, 
 		if refused {
 			return 0, ErrOversize
 		}
-		got, err := r.readGRO()
-		if err != nil {
-			return 0, err
+		if !r.ensureGRO() {
+			return 0, net.ErrClosed
 		}
-		if got == 0 && r.call.nonblock {
-			return 0, nil
+		r.next, r.nheld = 0, 0
+		if _, err := r.readGRO(r.sock, 0, len(r.gro)); err != nil {
+			return 0, err
 		}
 	}
 }
 
-// readGRO reads up to len(r.gro) messages into the GRO buffers and parses
-// them into held, borrowing the buffers first if this receiver lends
-// them. It must only run once held is empty.
-func (r *receiver) readGRO() (int, error) {
-	if r.lend != nil && r.set == nil && r.call.nonblock {
-		// A connected socket read without Wait (its last read found
-		// datagrams, so its caller read again at once) already holds the
-		// caller's batch: waiting here for a set, while a reader that Wait
-		// lent a set waits for a batch, deadlocked every connected
-		// socket of a gateway with 1,000 active peers on a loaded machine
-		// (their datagrams then sat unread in the kernel). Take a set only
-		// if one is free; otherwise nothing now, and the caller's Wait
-		// borrows one while it holds nothing.
-		if r.set = r.lend.tryGet(); r.set == nil {
-			return 0, nil
-		}
-		r.gro = r.set.bufs
-	} else if !r.takeSet() {
-		return 0, net.ErrClosed
+// readGRO is one recvmmsg on s of up to n messages into r.gro[first:],
+// parsed and appended to held. Every buffer from first on must be free:
+// held holds no more messages than the buffers before first. A read
+// that finds messages resets refused.
+func (r *receiver) readGRO(s *udpSocket, first, n int) (int, error) {
+	n = min(n, len(r.gro)-first, len(r.msgs))
+	for i := range n {
+		r.prepare(i, r.gro[first+i])
 	}
-	for i := range r.gro {
-		r.prepare(i, r.gro[i])
-	}
-	got, err := r.call.recvmmsg(r.sock.rc, r.msgs[:len(r.gro)])
-	r.more = err == nil && got > 0
+	got, err := r.call.recvmmsg(s.rc, r.msgs[:n])
 	if err != nil || got == 0 {
-		r.next, r.nheld = 0, 0
-		r.giveBack()
 		return 0, err
 	}
-	r.next, r.nheld, r.refused = 0, 0, 0
+	r.refused = 0
 	now := time.Now().UnixNano()
-	shed := r.sock.shed.Load()
+	shed := s.shed.Load()
 	for i := range got {
 		ep, seg, rxTime, ok := r.decode(i)
 		if !ok {
@@ -363,93 +317,28 @@ func (r *receiver) readGRO() (int, error) {
 			continue
 		}
 		r.observe(now, rxTime, left)
-		r.held[r.nheld] = heldMsg{data: r.gro[i][:l], seg: seg, left: left, ep: ep}
+		r.held[r.nheld] = heldMsg{data: r.gro[first+i][:l], seg: seg, left: left, ep: ep}
 		r.nheld++
 	}
 	r.stats.rxMessages.Add(uint64(got))
-	r.countDrops(now)
-	if r.nheld == 0 {
-		r.giveBack()
-	}
+	r.countDrops(s, now)
 	return got, nil
 }
 
-// giveBack returns borrowed GRO buffers once nothing held points into
-// them.
-func (r *receiver) giveBack() {
-	if r.set == nil || r.next < r.nheld {
-		return
-	}
-	clear(r.held[:r.nheld])
-	r.next, r.nheld = 0, 0
-	r.lend.put(r.set)
-	r.set, r.gro = nil, nil
-}
-
-// borrow takes a set of GRO buffers for the next read if this receiver
-// lends and has none, waiting while every set is in use. False means the
-// socket closed while it waited.
-func (r *receiver) borrow() bool {
-	if r.lend == nil {
+// ensureGRO allocates the GRO buffers once the socket is first readable:
+// the socket of an address family nobody uses (often IPv6) then costs
+// nothing. False means the socket closed while it waited (the bind
+// closing, or a rebind replacing it), which needs no buffers; any other
+// error says so again in the read.
+func (r *receiver) ensureGRO() bool {
+	if r.gro != nil {
 		return true
 	}
-	r.tok <- struct{}{}
-	defer r.release()
-	return r.takeSet()
-}
-
-// takeSet makes sure the receiver has GRO buffers for a read: a shared
-// socket's own, allocated once it is first readable, or a borrowed set if
-// this receiver lends and has none. False
-// means the socket closed while it waited. A reader that stops without
-// giving its set back (its owner shutting down) costs the others nothing
-// worse than this wait, which their own sockets' closing ends.
-func (r *receiver) takeSet() bool {
-	if r.lend == nil {
-		if r.gro == nil {
-			// A socket closed while we waited (the bind closing, or a
-			// rebind replacing it) needs no buffers: the IPv6 socket of a
-			// bind that never saw IPv6 would allocate its set only to
-			// throw it away. Any other error says so again in the read.
-			if err := r.call.waitReadable(r.sock.rc); errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) {
-				return false
-			}
-			r.gro = groBuffers(r.ownGRO)
-		}
-		return true
-	}
-	if r.set != nil {
-		return true
-	}
-	r.set = r.lend.get(r.quit)
-	if r.set == nil {
+	if err := r.call.waitReadable(r.sock.rc); errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) {
 		return false
 	}
-	r.gro = r.set.bufs
+	r.gro = groBuffers(r.ownGRO)
 	return true
-}
-
-// likelyMore reports whether the last read found datagrams.
-func (r *receiver) likelyMore() bool {
-	r.tok <- struct{}{}
-	defer r.release()
-	return r.more
-}
-
-// pending reports whether datagrams of an earlier read wait for a call.
-func (r *receiver) pending() bool {
-	r.tok <- struct{}{}
-	defer r.release()
-	return r.next < r.nheld
-}
-
-// drop forgets what is held (the socket closed) and returns borrowed
-// buffers.
-func (r *receiver) drop() {
-	r.tok <- struct{}{}
-	defer r.release()
-	r.next = r.nheld
-	r.giveBack()
 }
 
 // drain copies held datagrams into bufs in order, each with its message's
@@ -461,9 +350,6 @@ func (r *receiver) drop() {
 // larger, the datagram is dropped and counted, never truncated.
 func (r *receiver) drain(bufs [][]byte, sizes []int, eps []Endpoint) (n int, refused bool) {
 	if r.next >= r.nheld {
-		// Nothing held: keep the GRO set Wait just borrowed for the read
-		// that comes next. Giving it back here sent that read to wait for
-		// a set again, holding the caller's batch (see readGRO).
 		return 0, false
 	}
 	out := 0
@@ -499,6 +385,5 @@ func (r *receiver) drain(bufs [][]byte, sizes []int, eps []Endpoint) (n int, ref
 		r.stats.rxOversize.Add(oversize)
 	}
 	r.stats.rxPackets.Add(uint64(out))
-	r.giveBack()
 	return out, false
 }

@@ -34,6 +34,11 @@ type udpSocket struct {
 	// shed is set on the shared sockets while the bind sheds a flood (see
 	// Shedder): their receiver drops datagrams older than ShedMaxAge.
 	shed atomic.Bool
+	// drops is the kernel's count of datagrams the socket dropped, as last
+	// read at dropsAt (ns); see receiver.countDrops. Only the socket's
+	// reader touches them.
+	drops   uint32
+	dropsAt int64
 }
 
 // newUDPSocket sets up c: buffers, PKTINFO, and the offloads the options

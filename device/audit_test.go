@@ -421,6 +421,11 @@ func TestStagedPacketsAreNotOvertaken(t *testing.T) {
 // pings at the new MTU never got through, TCP only after a SYN).
 func TestReceiveBuffersFollowMTURaise(t *testing.T) {
 	a, b := memPair(t, membind.NetOptions{})
+	buffersFollowMTURaise(t, a, b)
+}
+
+func buffersFollowMTURaise(t *testing.T, a, b *node) {
+	t.Helper()
 	ta, tb := a.tun.(*memtun.Device), b.tun.(*memtun.Device)
 	ta.Inject(udpPacket(addrA, addrB, 1, 100))
 	next(t, b.tun, 5*time.Second)

@@ -13,9 +13,11 @@ import (
 // for its peers' endpoints: one per endpoint address, shared by the peers
 // that have it (refs). The kernel queues a connected endpoint's datagrams
 // on its own socket, where a spoofed flood on the shared socket cannot
-// crowd them out, and the bind sends to that endpoint through it. Each
-// socket has a reader goroutine feeding the same receive path as the
-// shared sockets; what arrives on it is authenticated like anything else.
+// crowd them out, and the bind sends to that endpoint through it. The
+// bind reads all of them through its ConnectedReceiveFuncs, which the
+// device runs like the shared sockets' receivers (connectedReceiver):
+// the goroutines do not grow with the sockets. What arrives on them is
+// authenticated like anything else.
 // Binds without connected sockets (portable, in-memory), a full cap or a
 // failed connect leave the endpoint on the shared socket, as before.
 type peerSockets struct {
@@ -98,15 +100,14 @@ func (s *peerSockets) replace(d *Device, cb conn.ConnectBind, e *peerSocket, ep 
 	e.pc = s.connect(d, cb, ep)
 }
 
-// connect asks the bind for a socket and starts its reader; nil when the
-// bind refuses (it counts why: bind_conn_failures).
+// connect asks the bind for a socket, which the bind's connected-socket
+// reader serves from then on; nil when the bind refuses (it counts why:
+// bind_conn_failures).
 func (s *peerSockets) connect(d *Device, cb conn.ConnectBind, ep conn.Endpoint) conn.PeerConn {
 	pc, err := cb.Connect(ep)
 	if err != nil {
 		return nil
 	}
-	d.readersWG.Add(1)
-	go d.peerSocketReader(pc)
 	return pc
 }
 
@@ -151,52 +152,46 @@ func (s *peerSockets) count() (open, endpoints int) {
 	return open, len(s.m)
 }
 
-// peerSocketReader reads one connected socket until it closes. Unlike the
-// shared sockets' receivers it holds no batch while the socket is idle:
-// it waits first and takes a batch only when there is something to read,
-// so a thousand quiet peers do not drain the batch pool. It calls Wait
-// before every batch, even right after a read that found datagrams (Wait
-// then skips its readiness check): Wait lends the read's GRO buffers, and
-// a reader that took a batch first and then waited for GRO buffers held
-// by readers waiting for batches deadlocked a gateway's 1,000 active
-// connected sockets.
-func (d *Device) peerSocketReader(pc conn.PeerConn) {
+// connectedReceiver runs one of the bind's ConnectedReceiveFuncs until
+// the bind closes or reopens. It is the shared sockets' receiver without
+// the pacing of handshake reads under load: a flood lands on the shared
+// sockets, and pacing a reader that serves every known peer would let
+// one spoofer of a known endpoint slow all of them down (the bind gives
+// each ready socket its turn instead). Like a receiver it holds one batch
+// while it waits.
+func (d *Device) connectedReceiver(fn conn.ReceiveFunc) {
 	defer d.readersWG.Done()
+	defer d.bindWG.Done()
+	rb := d.getBatch()
 	var retry retryPolicy
-	for {
-		if pc.Wait() != nil {
-			return
+	for rb != nil {
+		if rb = d.current(rb); rb == nil {
+			break
 		}
-		rb := d.getBatch()
-		if rb == nil {
-			return
+		n, err := fn(rb.bufs, rb.sizes, rb.eps)
+		if errors.Is(err, conn.ErrOversize) {
+			d.probeMTU() // then current swaps the batch if the MTU grew
+			continue
 		}
-		n, err := pc.Receive(rb.bufs, rb.sizes, rb.eps)
-		switch {
-		case errors.Is(err, conn.ErrOversize):
-			rb.release()
-			d.probeMTU()
-			continue // the held datagram needs the new buffers; Wait sees it pending
-		case errors.Is(err, net.ErrClosed):
-			rb.release()
-			return
-		case err != nil:
-			rb.release()
-			d.ctr.inc(cRxReceiveErrors)
-			if !d.pause(d.receiveRetry(&retry, err)) {
-				return
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || d.stopping() {
+				break
 			}
-			continue
-		case n == 0:
-			rb.release()
-			continue
+			d.ctr.inc(cRxReceiveErrors)
+			if n == 0 {
+				if !d.pause(d.receiveRetry(&retry, err)) {
+					break
+				}
+				continue
+			}
 		}
 		retry.ok()
 		d.traffic()
 		rb.born = d.now()
-		if rb = d.routeInbound(rb, n); rb != nil {
-			rb.release()
-		}
+		rb = d.routeInbound(rb, n)
+	}
+	if rb != nil {
+		rb.release()
 	}
 }
 

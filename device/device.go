@@ -157,8 +157,11 @@ func (o *Options) setDefaults() {
 	if o.Batches <= 0 {
 		o.Batches = 16
 	}
-	if o.Batches < 4 {
-		o.Batches = 4
+	if o.Batches < 5 {
+		// Each reader holds one while it waits (the TUN's, the two
+		// shared sockets', the connected sockets'); one more keeps the
+		// traffic of a reader that needs a second moving.
+		o.Batches = 5
 	}
 	if o.SmallBatches <= 0 {
 		o.SmallBatches = 1024
@@ -360,7 +363,8 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 	return d, nil
 }
 
-// openBindLocked opens the bind and starts one receiver per socket.
+// openBindLocked opens the bind and starts one receiver per shared socket
+// and the connected sockets' fixed readers.
 func (d *Device) openBindLocked(port uint16) error {
 	fns, actual, err := d.bind.Open(port)
 	if err != nil {
@@ -377,6 +381,13 @@ func (d *Device) openBindLocked(port uint16) error {
 		d.readersWG.Add(1)
 		d.bindWG.Add(1)
 		go d.receiver(fn)
+	}
+	if cb, ok := d.bind.(conn.ConnectBind); ok {
+		for _, fn := range cb.ConnectedReceiveFuncs() {
+			d.readersWG.Add(1)
+			d.bindWG.Add(1)
+			go d.connectedReceiver(fn)
+		}
 	}
 	return nil
 }

@@ -36,7 +36,7 @@
 // # What it costs
 //
 // An open tunnel, idle after its first handshake, costs 10 goroutines plus
-// one crypto worker per CPU (Options.Device.Workers) and about 2.8 MiB of
+// one crypto worker per CPU (Options.Device.Workers) and about 2.9 MiB of
 // heap (its pools are bounded and allocated on first use;
 // docs/architecture.md has the ceiling). A TCP connection this side closed
 // first keeps about 6.5 KiB and its port for 5 s of TIME-WAIT
