@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/internal/exit"
@@ -112,10 +113,11 @@ func startExit(tn *rootless.Netstack, o userspaceOptions) (*exit.Exit, error) {
 	return ex, nil
 }
 
-// exitCounters are ex's counters as device counters (`fips-go show`).
-func exitCounters(ex *exit.Exit) func() []device.Counter {
+// showCounters are a mode's counters (the exit's, the proxies') as
+// device counters (`fips-go show`).
+func showCounters(src func() []exit.Counter) func() []device.Counter {
 	return func() []device.Counter {
-		cs := ex.Counters()
+		cs := src()
 		out := make([]device.Counter, len(cs))
 		for i, c := range cs {
 			out[i] = device.Counter{Name: c.Name, Value: c.Value}
@@ -124,15 +126,55 @@ func exitCounters(ex *exit.Exit) func() []device.Counter {
 	}
 }
 
-// exitSamples are ex's counters as metrics series.
-func exitSamples(ex *exit.Exit) func() []metrics.Sample {
+// metricSamples are a mode's counters as metrics series.
+func metricSamples(src func() []exit.Counter) func() []metrics.Sample {
 	return func() []metrics.Sample {
-		cs := ex.Counters()
+		cs := src()
 		out := make([]metrics.Sample, len(cs))
 		for i, c := range cs {
 			out[i] = metrics.Sample{Name: c.Family, Help: c.Help, Gauge: c.Gauge, Labels: c.Labels, Value: c.Value}
 		}
 		return out
+	}
+}
+
+// joinCounters reads every source in turn.
+func joinCounters(srcs ...func() []exit.Counter) func() []exit.Counter {
+	return func() []exit.Counter {
+		var out []exit.Counter
+		for _, src := range srcs {
+			out = append(out, src()...)
+		}
+		return out
+	}
+}
+
+// socksCounters are the SOCKS5 proxy's refusals and drops by reason, in
+// the exit's counter shape, read from the services once they run (none
+// before, or without a SOCKS5 proxy). udp_wrong_owner counts datagrams
+// another local user's socket sent to a client's UDP relay.
+func socksCounters(svc *atomic.Pointer[rootless.Services]) func() []exit.Counter {
+	return func() []exit.Counter {
+		s := svc.Load()
+		if s == nil {
+			return nil
+		}
+		st, ok := s.SOCKS5Stats()
+		if !ok {
+			return nil
+		}
+		const help = "Connections and datagrams the SOCKS5 proxy refused or dropped, by reason."
+		c := func(reason string, v uint64) exit.Counter {
+			return exit.Counter{Name: "socks5_dropped_" + reason, Family: "socks5_dropped", Labels: []string{"reason", reason}, Help: help, Value: v}
+		}
+		return []exit.Counter{
+			c("conn_limit", st.Refused),
+			c("protocol_error", st.ProtocolErrors),
+			c("udp_foreign", st.UDPForeign),
+			c("udp_wrong_owner", st.UDPWrongOwner),
+			c("udp_malformed", st.UDPMalformed),
+			c("udp_unresolvable", st.UDPUnresolvable),
+		}
 	}
 }
 

@@ -9,11 +9,13 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/exit"
 	"github.com/fips-go/fips-go/internal/metrics"
 	"github.com/fips-go/fips-go/internal/proxy"
 	"github.com/fips-go/fips-go/internal/rootless"
@@ -284,7 +286,9 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 		return pingThrough(ctx, tn.Net, o)
 	}
 	mo := metrics.Options{Interface: o.name, MaxPeers: o.metrics.maxPeers}
-	var extra func() []device.Counter
+	// The services start last; their counters are read once they run.
+	var svcp atomic.Pointer[rootless.Services]
+	srcs := []func() []exit.Counter{socksCounters(&svcp)}
 	if o.exit.on {
 		ex, xerr := startExit(tn, o)
 		if xerr != nil {
@@ -293,8 +297,10 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 		// Runs before tn.Close: the flows end (with RSTs) while the
 		// stack can still send them.
 		defer ex.Close()
-		mo.Extra, extra = exitSamples(ex), exitCounters(ex)
+		srcs = append(srcs, ex.Counters)
 	}
+	src := joinCounters(srcs...)
+	mo.Extra = metricSamples(src)
 	stopMetrics, err := startMetricsWith(o.metrics, mo, tn.Device, o.logf)
 	if err != nil {
 		return err
@@ -305,7 +311,7 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 		return err
 	}
 	defer stopFollow()
-	h.extra = extra
+	h.extra = showCounters(src)
 	if o.socketDir != "" {
 		l, err := listenUAPI(o, h)
 		if err != nil {
@@ -326,6 +332,7 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 	// On return the listeners close and their connections end before the
 	// device does.
 	defer svc.Close()
+	svcp.Store(svc)
 	if o.ready != nil {
 		o.ready(svc.Addrs())
 	}

@@ -76,7 +76,8 @@ type Services struct {
 	wg      sync.WaitGroup
 	lim     *proxy.Limiter // shared by the forwards
 	closers []func()
-	locals  []net.Addr // Forwards in order, then SOCKS5, then HTTP
+	locals  []net.Addr     // Forwards in order, then SOCKS5, then HTTP
+	socks   *socks5.Server // nil without --socks5
 }
 
 // Start starts the services o asks for on ns, whose tunnel addresses are
@@ -97,6 +98,15 @@ func Start(ctx context.Context, ns *netstack.Net, addrs []netip.Addr, o Options)
 // Addrs are the local listen addresses: the Forwards in order, then the
 // SOCKS5 proxy's, then the HTTP proxy's.
 func (s *Services) Addrs() []net.Addr { return s.locals }
+
+// SOCKS5Stats are the SOCKS5 proxy's refusals and drops; false when no
+// SOCKS5 proxy runs.
+func (s *Services) SOCKS5Stats() (socks5.Stats, bool) {
+	if s.socks == nil {
+		return socks5.Stats{}, false
+	}
+	return s.socks.Stats(), true
+}
 
 // Close closes the listeners in the reverse order of their start, ends
 // the connections they carry, and waits for their goroutines.
@@ -183,6 +193,7 @@ func (s *Services) proxies() error {
 			},
 			MaxConns: o.MaxConns, IdleTimeout: o.IdleTimeout, Logf: o.Logf,
 		})
+		s.socks = srv
 		s.wg.Go(func() { srv.Serve(s.ctx, ln) })
 		o.Notef("SOCKS5 proxy (CONNECT, UDP ASSOCIATE) on %v", ln.Addr())
 	}

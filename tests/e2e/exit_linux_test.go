@@ -180,16 +180,21 @@ func (e *exitEnv) dial(t *testing.T, addr string) (net.Conn, error) {
 
 // metrics reads the exit's metrics endpoint (inside its namespace).
 func (e *exitEnv) metrics(t *testing.T) string {
+	return scrapeIn(t, e.exitNS, exitMetrics)
+}
+
+// scrapeIn fetches http://addr/metrics from inside ns.
+func scrapeIn(t *testing.T, ns *netns, addr string) string {
 	var body []byte
 	var err error
 	// http.Client dials on another goroutine (another thread, another
 	// namespace): dial here and speak HTTP/1.0 by hand.
 	var c net.Conn
-	inNetns(t, e.exitNS, func() { c, err = net.DialTimeout("tcp", exitMetrics, 10*time.Second) })
+	inNetns(t, ns, func() { c, err = net.DialTimeout("tcp", addr, 10*time.Second) })
 	if err == nil {
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(10 * time.Second))
-		fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\nHost: exit\r\n\r\n")
+		fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\nHost: fips-go\r\n\r\n")
 		var r *http.Response
 		if r, err = http.ReadResponse(bufio.NewReader(c), nil); err == nil {
 			body, err = io.ReadAll(r.Body)

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,6 +31,7 @@ const (
 	socksAttackerUID = 65532 // an unrelated local user
 	socksSinkPort    = 9     // the recording UDP echo on rlPeerTun
 	socksAuth        = "alice:correct horse battery staple"
+	socksMetrics     = "127.0.0.1:9586" // in the client's namespace
 )
 
 // TestRootlessSOCKS5UDPOwner: with --socks5-auth-file, a second local
@@ -45,7 +48,7 @@ func TestRootlessSOCKS5UDPOwner(t *testing.T) {
 	if err := os.Chown(auth, nobodyID, nobodyID); err != nil {
 		t.Fatal(err)
 	}
-	p := e.startNetstack(1, "--socks5", "127.0.0.1:0", "--socks5-auth-file", auth)
+	p := e.startNetstack(1, "--socks5", "127.0.0.1:0", "--socks5-auth-file", auth, "--metrics", socksMetrics)
 	defer func() {
 		if t.Failed() {
 			t.Logf("userspace output:\n%s", p.output())
@@ -129,6 +132,21 @@ func TestRootlessSOCKS5UDPOwner(t *testing.T) {
 			}
 			sink.reset()
 		})
+	}
+	// What was dropped shows, by reason: before the client's first
+	// datagram with 0.0.0.0:0 the owner check turns both attackers away,
+	// after it (and from the start with a named port) the address does.
+	m := scrapeIn(t, e.client, socksMetrics)
+	for reason, least := range map[string]int{"udp_wrong_owner": 2, "udp_foreign": 2} {
+		re := regexp.MustCompile(`(?m)^fipsgo_socks5_dropped_total\{[^}]*reason="` + reason + `"\} (\d+)$`)
+		got := re.FindStringSubmatch(m)
+		if got == nil {
+			t.Errorf("metrics lack fipsgo_socks5_dropped_total for %s:\n%s", reason, m)
+			continue
+		}
+		if n, _ := strconv.Atoi(got[1]); n < least {
+			t.Errorf("fipsgo_socks5_dropped_total{reason=%q} = %d, want at least %d", reason, n, least)
+		}
 	}
 }
 
