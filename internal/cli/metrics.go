@@ -34,6 +34,9 @@ type metricsConfig struct {
 	addr     string           // "" for none
 	maxPeers int              // as metrics.Options.MaxPeers
 	ln       *net.TCPListener // already bound (daemon child), or nil
+	// announce, when set, says where the metrics are served (a foreground
+	// mode, where --metrics 127.0.0.1:0 must tell the port); else logf.
+	announce func(string, ...any)
 }
 
 func metricsConfigFrom(c *cli.Command) metricsConfig {
@@ -83,6 +86,10 @@ func startMetricsWith(mc metricsConfig, mo metrics.Options, src metrics.Source, 
 		}
 	}
 	s := metrics.Serve(ln, h, logf)
-	logf("metrics on http://%s/metrics", s.Addr())
+	say := logf
+	if mc.announce != nil {
+		say = mc.announce
+	}
+	say("metrics on http://%s/metrics", s.Addr())
 	return func() { s.Close() }, nil
 }

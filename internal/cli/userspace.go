@@ -130,6 +130,7 @@ func userspaceOptionsFrom(c *cli.Command) (userspaceOptions, error) {
 			fmt.Fprintf(os.Stderr, "fips-go: "+format+"\n", args...)
 		}
 	}
+	o.metrics.announce = o.notef
 	f, err := os.Open(c.String("config"))
 	if err != nil {
 		return o, err
