@@ -8,10 +8,11 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fips-go/fips-go/internal/netnstest"
 )
 
 // The exit's flow control end to end: two flows at once through the
@@ -147,15 +148,9 @@ func peakRSS(pid int) (int64, error) {
 	if c := strings.TrimSpace(string(comm)); c != "fips-go" {
 		return 0, fmt.Errorf("process %d is %q, not the exit", pid, c)
 	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
+	kib := netnstest.ProcStatus(pid, "VmHWM")
+	if kib == 0 {
+		return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
 	}
-	for l := range strings.SplitSeq(string(status), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+	return kib << 10, nil
 }
