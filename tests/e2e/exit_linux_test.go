@@ -252,12 +252,9 @@ func TestRootlessExit(t *testing.T) {
 			c.Close()
 		}
 		// Free every slot before the next subtests.
-		for try := 0; !strings.Contains(e.metrics(t), `fipsgo_exit_flows_open{interface="fipsgo0",protocol="tcp"} 0`); try++ {
-			if try == 100 {
-				t.Fatal("the capped flows did not close")
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		eventually(t, 10*time.Second, "the capped flows closed", func() bool {
+			return strings.Contains(e.metrics(t), `fipsgo_exit_flows_open{interface="fipsgo0",protocol="tcp"} 0`)
+		})
 	})
 	t.Run("tcp-echo-both-ways", func(t *testing.T) {
 		c, err := e.dial(t, exitFar+":7")
@@ -356,9 +353,8 @@ func TestRootlessExit(t *testing.T) {
 		}
 	})
 	t.Run("ping", func(t *testing.T) {
-		out, err := exec.Command("ip", "netns", "exec", e.client.Name, "ping", "-n", "-c", "2", "-W", "5", exitFar).CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "2 received") {
-			t.Fatalf("ping %s through the exit: %v\n%s", exitFar, err, out)
+		if r := e.client.ping(netip.MustParseAddr(exitFar), 2, 56, false, "-W", "5"); r.received != 2 {
+			t.Fatalf("ping %s through the exit: %d of 2 replies\n%s", exitFar, r.received, r.out)
 		}
 	})
 	t.Run("dns-by-name", func(t *testing.T) {
@@ -417,9 +413,8 @@ func TestRootlessExitWireguardGoClient(t *testing.T) {
 	if _, err := e.dial(t, exitFar+":81"); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("dial a closed port: %v, want connection refused", err)
 	}
-	out, err := exec.Command("ip", "netns", "exec", e.client.Name, "ping", "-n", "-c", "2", "-W", "5", exitFar).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "2 received") {
-		t.Fatalf("ping %s through the exit from wireguard-go: %v\n%s", exitFar, err, out)
+	if r := e.client.ping(netip.MustParseAddr(exitFar), 2, 56, false, "-W", "5"); r.received != 2 {
+		t.Fatalf("ping %s through the exit from wireguard-go: %d of 2 replies\n%s", exitFar, r.received, r.out)
 	}
 }
 
