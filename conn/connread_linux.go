@@ -315,7 +315,9 @@ func (c *connReader) roundDirect(bufs [][]byte, sizes []int, eps []Endpoint) (ou
 		if cs == nil {
 			break
 		}
-		q := min(connDirectBatch, len(bufs)-out)
+		// A turn reads at most what the arrays hold (BatchSize, up to
+		// connDirectBatch): got == q must mean a full read.
+		q := min(len(c.r.msgs), len(bufs)-out)
 		o, got, stale, err := c.r.readDirect(cs.sock, bufs[out:out+q], sizes[out:], eps[out:])
 		out += o
 		if o == 0 && got > stale {

@@ -221,3 +221,23 @@ func TestConnectedReaderManyActiveSockets(t *testing.T) {
 		next[eps[k].Dst]++
 	}
 }
+
+// TestConnectedReaderSmallBatch: without GRO a turn reads at most
+// BatchSize datagrams, however many buffers the caller has; a turn that
+// fills that is full, and its socket keeps its place in the ring. Taken
+// for drained, it would wait for its next datagram's epoll edge with the
+// rest of its queue unread.
+func TestConnectedReaderSmallBatch(t *testing.T) {
+	us := openEnd(t, Options{DisableGRO: true, BatchSize: 4})
+	a, aAddr := peerSock(t)
+	connect(t, us, Endpoint{Dst: aAddr})
+	want := burst(10, 20)
+	sendAll(t, a, us.at(lo4), want)
+	bufs, _, _ := rxBufs(64, 100)
+	got, _ := recvConn(t, us, len(want), bufs)
+	for i := range want {
+		if string(got[i]) != string(want[i]) {
+			t.Fatalf("datagram %d is %x, want %x", i, got[i], want[i])
+		}
+	}
+}

@@ -1,8 +1,6 @@
 package device
 
 import (
-	"errors"
-	"net"
 	"net/netip"
 	"sync"
 
@@ -15,7 +13,7 @@ import (
 // on its own socket, where a spoofed flood on the shared socket cannot
 // crowd them out, and the bind sends to that endpoint through it. The
 // bind reads all of them through its ConnectedReceiveFuncs, which the
-// device runs like the shared sockets' receivers (connectedReceiver):
+// device runs like the shared sockets' receivers (receiver, unpaced):
 // the goroutines do not grow with the sockets. What arrives on them is
 // authenticated like anything else.
 // Binds without connected sockets (portable, in-memory), a full cap or a
@@ -150,49 +148,6 @@ func (s *peerSockets) count() (open, endpoints int) {
 		}
 	}
 	return open, len(s.m)
-}
-
-// connectedReceiver runs one of the bind's ConnectedReceiveFuncs until
-// the bind closes or reopens. It is the shared sockets' receiver without
-// the pacing of handshake reads under load: a flood lands on the shared
-// sockets, and pacing a reader that serves every known peer would let
-// one spoofer of a known endpoint slow all of them down (the bind gives
-// each ready socket its turn instead). Like a receiver it holds one batch
-// while it waits.
-func (d *Device) connectedReceiver(fn conn.ReceiveFunc) {
-	defer d.readersWG.Done()
-	defer d.bindWG.Done()
-	rb := d.getBatch()
-	var retry retryPolicy
-	for rb != nil {
-		if rb = d.current(rb); rb == nil {
-			break
-		}
-		n, err := fn(rb.bufs, rb.sizes, rb.eps)
-		if errors.Is(err, conn.ErrOversize) {
-			d.probeMTU() // then current swaps the batch if the MTU grew
-			continue
-		}
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) || d.stopping() {
-				break
-			}
-			d.ctr.inc(cRxReceiveErrors)
-			if n == 0 {
-				if !d.pause(d.receiveRetry(&retry, err)) {
-					break
-				}
-				continue
-			}
-		}
-		retry.ok()
-		d.traffic()
-		rb.born = d.now()
-		rb = d.routeInbound(rb, n)
-	}
-	if rb != nil {
-		rb.release()
-	}
 }
 
 // lock takes mu and returns the device's bind as a ConnectBind; false (mu

@@ -380,13 +380,13 @@ func (d *Device) openBindLocked(port uint16) error {
 	for _, fn := range fns {
 		d.readersWG.Add(1)
 		d.bindWG.Add(1)
-		go d.receiver(fn)
+		go d.receiver(fn, true)
 	}
 	if cb, ok := d.bind.(conn.ConnectBind); ok {
 		for _, fn := range cb.ConnectedReceiveFuncs() {
 			d.readersWG.Add(1)
 			d.bindWG.Add(1)
-			go d.connectedReceiver(fn)
+			go d.receiver(fn, false)
 		}
 	}
 	return nil

@@ -46,9 +46,13 @@ func (d *Device) queueHandshake(msg []byte, ep conn.Endpoint) {
 		d.ctr.inc(cRxGarbage)
 		return
 	}
-	q, drop, slot := d.triage(noise.PeekType(msg), msg, ep, d.now())
+	now := d.now()
+	q, drop, slot := d.triage(noise.PeekType(msg), msg, ep, now)
 	if q == nil {
 		d.ctr.inc(drop)
+		return
+	}
+	if q.put(msg, ep, slot, false) {
 		return
 	}
 	// While the initiations worked on are mostly answered (a restart
@@ -56,11 +60,12 @@ func (d *Device) queueHandshake(msg []byte, ep conn.Endpoint) {
 	// backlog of up to hsBacklog times its size rather than leave the
 	// kernel to drop what the workers would answer within seconds.
 	// A message that can earn a cookie reply and no more is not worth
-	// the wait.
-	deep := q == d.hsq && slot != slotCookie && d.yield.Productive(d.now())
-	if !q.put(msg, ep, slot, deep) {
-		d.ctr.inc(cRxHandshakeQueueFull)
+	// the wait. Asked only once the queue is at its base size: Yield
+	// takes a lock the workers share.
+	if q == d.hsq && slot != slotCookie && d.yield.Productive(now) && q.put(msg, ep, slot, true) {
+		return
 	}
+	d.ctr.inc(cRxHandshakeQueueFull)
 }
 
 // underLoad reports whether handshakes arrive faster than they are handled,

@@ -73,21 +73,15 @@ func (h *hsQueue) grow() bool {
 }
 
 // release takes back a message's buffer once it was handled: onto the
-// free list up to base buffers, to the collector past it.
+// free list up to base buffers, to the collector past it. Every buffer
+// past base was counted by grow, so one that finds the free list full
+// gives its count back.
 func (h *hsQueue) release(m *hsMsg) {
-	for len(h.free) >= h.base {
-		n := h.extra.Load()
-		if n <= 0 {
-			break
-		}
-		if h.extra.CompareAndSwap(n, n-1) {
-			return
-		}
-	}
 	m.ep = conn.Endpoint{}
 	select {
 	case h.free <- m:
-	default: // full: a buffer grow allocated whose extra count another release took back
+	default:
+		h.extra.Add(-1)
 	}
 }
 

@@ -13,9 +13,15 @@ import (
 // receiver reads datagram batches from one socket of the bind until the
 // bind closes. Other errors are counted and survived, backing off while
 // they persist so that a socket stuck in an error does not spin a core.
-// Under load it paces itself to opts.HandshakeReads handshake messages a
-// second (see Options).
-func (d *Device) receiver(fn conn.ReceiveFunc) {
+// Under load, if paced, it paces itself to opts.HandshakeReads handshake
+// messages a second (see Options) and tells the bind to shed.
+//
+// The connected sockets' reader (conn.ConnectBind's ConnectedReceiveFuncs)
+// runs unpaced: a flood lands on the shared sockets, and pacing a reader
+// that serves every known peer would let one spoofer of a known endpoint
+// slow all of them down (the bind gives each ready socket its turn
+// instead).
+func (d *Device) receiver(fn conn.ReceiveFunc, paced bool) {
 	defer d.readersWG.Done()
 	defer d.bindWG.Done()
 	rb := d.getBatch()
@@ -50,6 +56,10 @@ func (d *Device) receiver(fn conn.ReceiveFunc) {
 		d.traffic()
 		now := d.now()
 		rb.born = now
+		if !paced {
+			rb = d.routeInbound(rb, n)
+			continue
+		}
 		hs := countHandshakes(rb, n)
 		rb = d.routeInbound(rb, n)
 		// Load that is being answered (a restart storm) is read in full:

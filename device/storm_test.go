@@ -3,6 +3,7 @@ package device
 import (
 	"crypto/rand"
 	"net/netip"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -112,5 +113,39 @@ func TestHandshakeBacklogIsBounded(t *testing.T) {
 	}
 	if n := put(true); n != 8 {
 		t.Fatalf("a second backlog took %d, want 8", n)
+	}
+}
+
+// Handshake workers release buffers at once. However their releases
+// interleave, a backlog once handled leaves base free buffers and its whole
+// grow allowance: a buffer dropped at a full free list gives its count
+// back (it once did not when two releases raced for the last free place,
+// and the allowance shrank for good; this failed within a few hundred
+// rounds then).
+func TestHandshakeBacklogConcurrentRelease(t *testing.T) {
+	msg := make([]byte, noise.InitiationSize)
+	for round := range 5000 {
+		h := newHSQueue(4, 8)
+		for h.put(msg, conn.Endpoint{}, slotPlain, true) {
+		}
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case m := <-h.q:
+						h.release(m)
+					default:
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if len(h.free) != 4 || h.extra.Load() != 0 {
+			t.Fatalf("round %d: %d free buffers and %d extra, want 4 and 0", round, len(h.free), h.extra.Load())
+		}
 	}
 }
