@@ -1,12 +1,12 @@
 package netstack
 
 import (
+	"bytes"
 	"errors"
 	"net/netip"
 	"testing"
 
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"github.com/fips-go/fips-go/internal/packet"
 )
 
 func TestSetForwarderNeedsPromiscuous(t *testing.T) {
@@ -28,32 +28,35 @@ func TestSetForwarderNeedsPromiscuous(t *testing.T) {
 	}
 }
 
-func TestEchoReplyPackets(t *testing.T) {
+// SendEchoReply puts a well-formed echo reply from the answered address
+// on the way to the peer, and refuses mixed families.
+func TestSendEchoReply(t *testing.T) {
+	n, err := New(Options{Addresses: []netip.Addr{addrA4, addrA6}, Promiscuous: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
 	payload := []byte("abcdefghijklmnopq") // odd length: the checksum's padding
-	b := echoReply4(netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("10.0.0.2"), 7, 9, payload)
-	ip := header.IPv4(b)
-	if !ip.IsValid(len(b)) || !ip.IsChecksumValid() || ip.Protocol() != uint8(header.ICMPv4ProtocolNumber) {
-		t.Fatalf("bad IPv4 header % x", b[:20])
+	for _, tc := range []struct {
+		from, to netip.Addr
+		typ      uint8
+	}{
+		{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("10.0.0.2"), 0},
+		{netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("fd00::2"), 129},
+	} {
+		if err := n.SendEchoReply(tc.from, tc.to, 7, 9, payload); err != nil {
+			t.Fatal(err)
+		}
+		p := readPacket(t, n)
+		if err := packet.Verify(p); err != nil {
+			t.Fatalf("%v: %v", tc.from, err)
+		}
+		in, _ := packet.Parse(p)
+		if in.Src != tc.from || in.Dst != tc.to || in.ICMPType != tc.typ || in.EchoID != 7 || in.EchoSeq != 9 || !bytes.Equal(in.Payload, payload) {
+			t.Fatalf("reply %+v", in)
+		}
 	}
-	ic := header.ICMPv4(ip.Payload())
-	if ic.Type() != header.ICMPv4EchoReply || ic.Ident() != 7 || ic.Sequence() != 9 || string(ic.Payload()) != string(payload) {
-		t.Fatalf("bad ICMP % x", ic)
-	}
-	if checksum.Checksum(ic, 0) != 0xffff {
-		t.Fatal("bad ICMP checksum")
-	}
-	src, dst := netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("fd00::2")
-	b = echoReply6(src, dst, 7, 9, payload)
-	ip6 := header.IPv6(b)
-	if !ip6.IsValid(len(b)) || b[6] != uint8(header.ICMPv6ProtocolNumber) {
-		t.Fatalf("bad IPv6 header % x", b[:40])
-	}
-	ic6 := header.ICMPv6(ip6.Payload())
-	want := header.ICMPv6Checksum(header.ICMPv6ChecksumParams{
-		Header: ic6[:header.ICMPv6MinimumSize], Src: ip6.SourceAddress(), Dst: ip6.DestinationAddress(),
-		PayloadCsum: checksum.Checksum(payload, 0), PayloadLen: len(payload),
-	})
-	if ic6.Type() != header.ICMPv6EchoReply || ic6.Ident() != 7 || ic6.Sequence() != 9 || ic6.Checksum() != want {
-		t.Fatalf("bad ICMPv6 % x", ic6)
+	if err := n.SendEchoReply(addrA4, addrA6, 1, 1, nil); err == nil {
+		t.Fatal("echo reply from IPv4 to IPv6 accepted")
 	}
 }
