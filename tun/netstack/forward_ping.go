@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/fips-go/fips-go/internal/packet"
 	"gvisor.dev/gvisor/pkg/buffer"
@@ -30,7 +31,13 @@ func (n *Net) handlePing(f func(PingRequest) bool, v6 bool) func(stack.Transport
 		echo = byte(header.ICMPv6EchoRequest)
 	}
 	return func(_ stack.TransportEndpointID, pkt *stack.PacketBuffer) bool {
-		if !pkt.NetworkPacketInfo.LocalAddressTemporary {
+		srcA, dstA := pkt.Network().SourceAddress(), pkt.Network().DestinationAddress()
+		src, _ := netip.AddrFromSlice(srcA.AsSlice())
+		dst, _ := netip.AddrFromSlice(dstA.AsSlice())
+		// Not pkt's LocalAddressTemporary: IPv6 leaves it false for a
+		// promiscuous NIC's temporary addresses, and the stack then
+		// answered pings to every IPv6 address itself.
+		if slices.Contains(n.opts.Addresses, dst.Unmap()) {
 			return false // to one of our addresses: the stack answers
 		}
 		v := stack.PayloadSince(pkt.TransportHeader())
@@ -39,9 +46,6 @@ func (n *Net) handlePing(f func(PingRequest) bool, v6 bool) func(stack.Transport
 		if len(b) < 8 || b[0] != echo || b[1] != 0 {
 			return false
 		}
-		srcA, dstA := pkt.Network().SourceAddress(), pkt.Network().DestinationAddress()
-		src, _ := netip.AddrFromSlice(srcA.AsSlice())
-		dst, _ := netip.AddrFromSlice(dstA.AsSlice())
 		return f(PingRequest{
 			Src: src.Unmap(), Dst: dst.Unmap(),
 			ID: binary.BigEndian.Uint16(b[4:]), Seq: binary.BigEndian.Uint16(b[6:]),

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/fips-go/fips-go/internal/packet"
+	"github.com/fips-go/fips-go/tun"
 )
 
 func TestSetForwarderNeedsPromiscuous(t *testing.T) {
@@ -58,5 +60,53 @@ func TestSendEchoReply(t *testing.T) {
 	}
 	if err := n.SendEchoReply(addrA4, addrA6, 1, 1, nil); err == nil {
 		t.Fatal("echo reply from IPv4 to IPv6 accepted")
+	}
+}
+
+// Forwarder.Ping gets the echo requests to addresses not the stack's own,
+// with their addresses, identifier, sequence and payload; the stack
+// itself still answers those to its own addresses.
+func TestForwarderPing(t *testing.T) {
+	n, err := New(Options{Addresses: []netip.Addr{addrA4, addrA6}, Promiscuous: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	got := make(chan PingRequest, 4)
+	if err := n.SetForwarder(Forwarder{Ping: func(q PingRequest) bool { got <- q; return true }}); err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte("through the exit")
+	for _, tc := range []struct{ peer, far netip.Addr }{
+		{netip.MustParseAddr("10.0.0.9"), netip.MustParseAddr("192.0.2.1")},
+		{netip.MustParseAddr("fd00::9"), netip.MustParseAddr("2001:db8::1")},
+	} {
+		req, err := packet.ICMPEcho(tc.peer, tc.far, false, 0x1234, 7, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.Write([][]byte{append(make([]byte, tun.Headroom), req...)}, tun.Headroom); err != nil {
+			t.Fatal(err)
+		}
+		var q PingRequest
+		select {
+		case q = <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v: no ping request within 10s", tc.far)
+		}
+		if q.Src != tc.peer || q.Dst != tc.far || q.ID != 0x1234 || q.Seq != 7 || !bytes.Equal(q.Payload, payload) {
+			t.Fatalf("ping request %+v", q)
+		}
+	}
+	// To the stack's own address: answered by the stack, not forwarded.
+	req, _ := packet.ICMPEcho(netip.MustParseAddr("10.0.0.9"), addrA4, false, 1, 2, nil)
+	if _, err := n.Write([][]byte{append(make([]byte, tun.Headroom), req...)}, tun.Headroom); err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := packet.Parse(readPacket(t, n)); in.ICMPType != 0 || in.Src != addrA4 {
+		t.Fatalf("reply %+v", in)
+	}
+	if len(got) != 0 {
+		t.Fatalf("forwarded an echo request to the stack's own address: %+v", <-got)
 	}
 }
