@@ -312,6 +312,11 @@ func TestExitUDPPortUnreachable(t *testing.T) {
 		c.Write([]byte("anyone?"))
 		time.Sleep(10 * time.Millisecond)
 	}
+	// The peer's stack took it: its socket reports the refusal.
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Read(make([]byte, 64)); !errors.Is(err, syscall.ECONNREFUSED) && (err == nil || !strings.Contains(err.Error(), "refused")) {
+		t.Fatalf("peer's read: %v, want connection refused", err)
+	}
 	if n := counter(e, "exit_udp_flows_open"); n != 1 {
 		t.Errorf("udp flows open %d, want 1", n)
 	}

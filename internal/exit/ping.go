@@ -108,15 +108,24 @@ func (e *Exit) openPing(key pingKey) *pingFlow {
 	}
 	f := &pingFlow{c: c, dst: &net.UDPAddr{IP: key.dst.AsSlice()}}
 	f.act.Touch()
+	// Another request for the same mapping, delivered at the same time,
+	// may have opened it first: use that one.
+	e.ping.mu.Lock()
+	if old := e.ping.flows[key]; old != nil {
+		e.ping.mu.Unlock()
+		e.caps.release(peer)
+		c.Close()
+		return old
+	}
+	e.ping.flows[key] = f
+	e.ping.mu.Unlock()
 	fl := &flow{abort: func() { c.Close() }}
 	if !e.track(fl, protoICMP) {
+		e.dropPing(key)
 		e.caps.release(peer)
 		c.Close()
 		return nil
 	}
-	e.ping.mu.Lock()
-	e.ping.flows[key] = f
-	e.ping.mu.Unlock()
 	go func() {
 		defer e.untrack(fl, protoICMP, peer)
 		stop := make(chan struct{})
@@ -124,11 +133,16 @@ func (e *Exit) openPing(key pingKey) *pingFlow {
 		e.pingReplies(key, f)
 		close(stop)
 		c.Close()
-		e.ping.mu.Lock()
-		delete(e.ping.flows, key)
-		e.ping.mu.Unlock()
+		e.dropPing(key)
 	}()
 	return f
+}
+
+// dropPing removes key's mapping.
+func (e *Exit) dropPing(key pingKey) {
+	e.ping.mu.Lock()
+	delete(e.ping.flows, key)
+	e.ping.mu.Unlock()
 }
 
 // pingReplies passes the echo replies of f's socket back to the peer.

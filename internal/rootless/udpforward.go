@@ -21,25 +21,25 @@ type udpFlow struct {
 	stop chan struct{}
 }
 
-// udpFlows are a UDP forward's flows, one per client address (K), so that
+// udpFlows are a UDP forward's flows, one per client address, so that
 // replies find their way back. Each counts against lim and ends when idle
 // or when the forward closes.
-type udpFlows[K comparable] struct {
+type udpFlows struct {
 	ctx   context.Context
 	lim   *proxy.Limiter
 	o     Options
 	what  string // names the forward in log lines
 	mu    sync.Mutex
-	flows map[K]*udpFlow
+	flows map[netip.AddrPort]*udpFlow
 	wg    sync.WaitGroup
 }
 
-func newUDPFlows[K comparable](ctx context.Context, lim *proxy.Limiter, o Options, what string) *udpFlows[K] {
-	return &udpFlows[K]{ctx: ctx, lim: lim, o: o, what: what, flows: map[K]*udpFlow{}}
+func newUDPFlows(ctx context.Context, lim *proxy.Limiter, o Options, what string) *udpFlows {
+	return &udpFlows{ctx: ctx, lim: lim, o: o, what: what, flows: map[netip.AddrPort]*udpFlow{}}
 }
 
 // lookup returns from's flow, nil when there is none.
-func (u *udpFlows[K]) lookup(from K) *udpFlow {
+func (u *udpFlows) lookup(from netip.AddrPort) *udpFlow {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.flows[from]
@@ -48,7 +48,7 @@ func (u *udpFlows[K]) lookup(from K) *udpFlow {
 // open returns from's flow, opening it with dial when there is none; nil
 // (logged) when the limit is reached or dial fails. reply passes what the
 // flow's socket receives back to from.
-func (u *udpFlows[K]) open(from K, dial func() (net.Conn, error), reply func([]byte)) *udpFlow {
+func (u *udpFlows) open(from netip.AddrPort, dial func() (net.Conn, error), reply func([]byte)) *udpFlow {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if f := u.flows[from]; f != nil {
@@ -81,7 +81,7 @@ func (u *udpFlows[K]) open(from K, dial func() (net.Conn, error), reply func([]b
 }
 
 // close ends every flow and waits for them.
-func (u *udpFlows[K]) close() {
+func (u *udpFlows) close() {
 	u.mu.Lock()
 	for _, f := range u.flows {
 		f.c.Close()
@@ -109,7 +109,7 @@ func flowReplies(f *udpFlow, reply func([]byte)) {
 // serveUDPForward relays datagrams between local clients of pc and remote
 // inside the tunnel: each client address gets its own tunnel socket.
 func serveUDPForward(ctx context.Context, pc *net.UDPConn, ns *netstack.Net, remote netip.AddrPort, lim *proxy.Limiter, o Options) {
-	u := newUDPFlows[netip.AddrPort](ctx, lim, o, fmt.Sprintf("udp forward to %v", remote))
+	u := newUDPFlows(ctx, lim, o, fmt.Sprintf("udp forward to %v", remote))
 	defer u.close()
 	dial := func() (net.Conn, error) { return ns.DialUDPAddrPort(netip.AddrPort{}, remote) }
 	buf := make([]byte, 65535)
@@ -133,7 +133,7 @@ func serveUDPForward(ctx context.Context, pc *net.UDPConn, ns *netstack.Net, rem
 // here: each client address gets its own local socket, connected to
 // local.
 func serveUDPReverse(ctx context.Context, pc net.PacketConn, local string, lim *proxy.Limiter, o Options) {
-	u := newUDPFlows[string](ctx, lim, o, "reverse udp forward to "+local)
+	u := newUDPFlows(ctx, lim, o, "reverse udp forward to "+local)
 	defer u.close()
 	dial := func() (net.Conn, error) { return net.Dial("udp", local) }
 	buf := make([]byte, 65535)
@@ -142,7 +142,11 @@ func serveUDPReverse(ctx context.Context, pc net.PacketConn, local string, lim *
 		if err != nil {
 			return
 		}
-		key := from.String()
+		ua, ok := from.(*net.UDPAddr)
+		if !ok {
+			continue // the netstack's UDP sockets give *net.UDPAddr
+		}
+		key := ua.AddrPort()
 		f := u.lookup(key)
 		if f == nil {
 			if f = u.open(key, dial, func(b []byte) { pc.WriteTo(b, from) }); f == nil {

@@ -4,10 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 
+	"github.com/fips-go/fips-go/internal/packet"
 	"gvisor.dev/gvisor/pkg/buffer"
-	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
@@ -31,7 +31,13 @@ func (n *Net) handlePing(f func(PingRequest) bool, v6 bool) func(stack.Transport
 		echo = byte(header.ICMPv6EchoRequest)
 	}
 	return func(_ stack.TransportEndpointID, pkt *stack.PacketBuffer) bool {
-		if !pkt.NetworkPacketInfo.LocalAddressTemporary {
+		srcA, dstA := pkt.Network().SourceAddress(), pkt.Network().DestinationAddress()
+		src, _ := netip.AddrFromSlice(srcA.AsSlice())
+		dst, _ := netip.AddrFromSlice(dstA.AsSlice())
+		// Not pkt's LocalAddressTemporary: IPv6 leaves it false for a
+		// promiscuous NIC's temporary addresses, and the stack then
+		// answered pings to every IPv6 address itself.
+		if slices.Contains(n.opts.Addresses, dst.Unmap()) {
 			return false // to one of our addresses: the stack answers
 		}
 		v := stack.PayloadSince(pkt.TransportHeader())
@@ -40,9 +46,6 @@ func (n *Net) handlePing(f func(PingRequest) bool, v6 bool) func(stack.Transport
 		if len(b) < 8 || b[0] != echo || b[1] != 0 {
 			return false
 		}
-		srcA, dstA := pkt.Network().SourceAddress(), pkt.Network().DestinationAddress()
-		src, _ := netip.AddrFromSlice(srcA.AsSlice())
-		dst, _ := netip.AddrFromSlice(dstA.AsSlice())
 		return f(PingRequest{
 			Src: src.Unmap(), Dst: dst.Unmap(),
 			ID: binary.BigEndian.Uint16(b[4:]), Seq: binary.BigEndian.Uint16(b[6:]),
@@ -62,12 +65,13 @@ func (n *Net) SendEchoReply(from, to netip.Addr, id, seq uint16, payload []byte)
 	if n.isClosed() {
 		return errClosed
 	}
-	var pkt []byte
-	var proto tcpip.NetworkProtocolNumber
-	if from.Is4() {
-		pkt, proto = echoReply4(from, to, id, seq, payload), ipv4.ProtocolNumber
-	} else {
-		pkt, proto = echoReply6(from, to, id, seq, payload), ipv6.ProtocolNumber
+	pkt, err := packet.ICMPEcho(from, to, true, id, seq, payload)
+	if err != nil {
+		return fmt.Errorf("netstack: echo reply: %w", err)
+	}
+	proto := ipv4.ProtocolNumber
+	if from.Is6() {
+		proto = ipv6.ProtocolNumber
 	}
 	if len(pkt) > n.opts.MTU {
 		return fmt.Errorf("netstack: echo reply of %d bytes exceeds the MTU %d", len(pkt), n.opts.MTU)
@@ -76,42 +80,4 @@ func (n *Net) SendEchoReply(from, to netip.Addr, id, seq uint16, payload []byte)
 		return tcpipErr("echo reply", err)
 	}
 	return nil
-}
-
-// echoReply4 builds an IPv4 packet carrying an ICMP echo reply.
-func echoReply4(from, to netip.Addr, id, seq uint16, payload []byte) []byte {
-	b := make([]byte, header.IPv4MinimumSize+header.ICMPv4MinimumSize+len(payload))
-	ip := header.IPv4(b)
-	ip.Encode(&header.IPv4Fields{
-		TotalLength: uint16(len(b)), TTL: 64, Protocol: uint8(header.ICMPv4ProtocolNumber),
-		SrcAddr: tcpip.AddrFrom4(from.As4()), DstAddr: tcpip.AddrFrom4(to.As4()),
-	})
-	ip.SetChecksum(^ip.CalculateChecksum())
-	ic := b[header.IPv4MinimumSize:]
-	ic[0] = byte(header.ICMPv4EchoReply)
-	binary.BigEndian.PutUint16(ic[4:], id)
-	binary.BigEndian.PutUint16(ic[6:], seq)
-	copy(ic[8:], payload)
-	binary.BigEndian.PutUint16(ic[2:], ^checksum.Checksum(ic, 0))
-	return b
-}
-
-// echoReply6 builds an IPv6 packet carrying an ICMPv6 echo reply.
-func echoReply6(from, to netip.Addr, id, seq uint16, payload []byte) []byte {
-	b := make([]byte, header.IPv6MinimumSize+header.ICMPv6MinimumSize+len(payload))
-	src, dst := tcpip.AddrFrom16(from.As16()), tcpip.AddrFrom16(to.As16())
-	header.IPv6(b).Encode(&header.IPv6Fields{
-		PayloadLength: uint16(len(b) - header.IPv6MinimumSize), TransportProtocol: header.ICMPv6ProtocolNumber,
-		HopLimit: 64, SrcAddr: src, DstAddr: dst,
-	})
-	ic := header.ICMPv6(b[header.IPv6MinimumSize:])
-	ic.SetType(header.ICMPv6EchoReply)
-	ic.SetIdent(id)
-	ic.SetSequence(seq)
-	copy(ic[header.ICMPv6MinimumSize:], payload)
-	ic.SetChecksum(header.ICMPv6Checksum(header.ICMPv6ChecksumParams{
-		Header: ic[:header.ICMPv6MinimumSize], Src: src, Dst: dst,
-		PayloadCsum: checksum.Checksum(payload, 0), PayloadLen: len(payload),
-	}))
-	return b
 }

@@ -1,12 +1,14 @@
 package netstack
 
 import (
+	"bytes"
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
 
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"github.com/fips-go/fips-go/internal/packet"
+	"github.com/fips-go/fips-go/tun"
 )
 
 func TestSetForwarderNeedsPromiscuous(t *testing.T) {
@@ -28,32 +30,83 @@ func TestSetForwarderNeedsPromiscuous(t *testing.T) {
 	}
 }
 
-func TestEchoReplyPackets(t *testing.T) {
+// SendEchoReply puts a well-formed echo reply from the answered address
+// on the way to the peer, and refuses mixed families.
+func TestSendEchoReply(t *testing.T) {
+	n, err := New(Options{Addresses: []netip.Addr{addrA4, addrA6}, Promiscuous: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
 	payload := []byte("abcdefghijklmnopq") // odd length: the checksum's padding
-	b := echoReply4(netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("10.0.0.2"), 7, 9, payload)
-	ip := header.IPv4(b)
-	if !ip.IsValid(len(b)) || !ip.IsChecksumValid() || ip.Protocol() != uint8(header.ICMPv4ProtocolNumber) {
-		t.Fatalf("bad IPv4 header % x", b[:20])
+	for _, tc := range []struct {
+		from, to netip.Addr
+		typ      uint8
+	}{
+		{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("10.0.0.2"), 0},
+		{netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("fd00::2"), 129},
+	} {
+		if err := n.SendEchoReply(tc.from, tc.to, 7, 9, payload); err != nil {
+			t.Fatal(err)
+		}
+		p := readPacket(t, n)
+		if err := packet.Verify(p); err != nil {
+			t.Fatalf("%v: %v", tc.from, err)
+		}
+		in, _ := packet.Parse(p)
+		if in.Src != tc.from || in.Dst != tc.to || in.ICMPType != tc.typ || in.EchoID != 7 || in.EchoSeq != 9 || !bytes.Equal(in.Payload, payload) {
+			t.Fatalf("reply %+v", in)
+		}
 	}
-	ic := header.ICMPv4(ip.Payload())
-	if ic.Type() != header.ICMPv4EchoReply || ic.Ident() != 7 || ic.Sequence() != 9 || string(ic.Payload()) != string(payload) {
-		t.Fatalf("bad ICMP % x", ic)
+	if err := n.SendEchoReply(addrA4, addrA6, 1, 1, nil); err == nil {
+		t.Fatal("echo reply from IPv4 to IPv6 accepted")
 	}
-	if checksum.Checksum(ic, 0) != 0xffff {
-		t.Fatal("bad ICMP checksum")
+}
+
+// Forwarder.Ping gets the echo requests to addresses not the stack's own,
+// with their addresses, identifier, sequence and payload; the stack
+// itself still answers those to its own addresses.
+func TestForwarderPing(t *testing.T) {
+	n, err := New(Options{Addresses: []netip.Addr{addrA4, addrA6}, Promiscuous: true})
+	if err != nil {
+		t.Fatal(err)
 	}
-	src, dst := netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("fd00::2")
-	b = echoReply6(src, dst, 7, 9, payload)
-	ip6 := header.IPv6(b)
-	if !ip6.IsValid(len(b)) || b[6] != uint8(header.ICMPv6ProtocolNumber) {
-		t.Fatalf("bad IPv6 header % x", b[:40])
+	defer n.Close()
+	got := make(chan PingRequest, 4)
+	if err := n.SetForwarder(Forwarder{Ping: func(q PingRequest) bool { got <- q; return true }}); err != nil {
+		t.Fatal(err)
 	}
-	ic6 := header.ICMPv6(ip6.Payload())
-	want := header.ICMPv6Checksum(header.ICMPv6ChecksumParams{
-		Header: ic6[:header.ICMPv6MinimumSize], Src: ip6.SourceAddress(), Dst: ip6.DestinationAddress(),
-		PayloadCsum: checksum.Checksum(payload, 0), PayloadLen: len(payload),
-	})
-	if ic6.Type() != header.ICMPv6EchoReply || ic6.Ident() != 7 || ic6.Sequence() != 9 || ic6.Checksum() != want {
-		t.Fatalf("bad ICMPv6 % x", ic6)
+	payload := []byte("through the exit")
+	for _, tc := range []struct{ peer, far netip.Addr }{
+		{netip.MustParseAddr("10.0.0.9"), netip.MustParseAddr("192.0.2.1")},
+		{netip.MustParseAddr("fd00::9"), netip.MustParseAddr("2001:db8::1")},
+	} {
+		req, err := packet.ICMPEcho(tc.peer, tc.far, false, 0x1234, 7, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.Write([][]byte{append(make([]byte, tun.Headroom), req...)}, tun.Headroom); err != nil {
+			t.Fatal(err)
+		}
+		var q PingRequest
+		select {
+		case q = <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v: no ping request within 10s", tc.far)
+		}
+		if q.Src != tc.peer || q.Dst != tc.far || q.ID != 0x1234 || q.Seq != 7 || !bytes.Equal(q.Payload, payload) {
+			t.Fatalf("ping request %+v", q)
+		}
+	}
+	// To the stack's own address: answered by the stack, not forwarded.
+	req, _ := packet.ICMPEcho(netip.MustParseAddr("10.0.0.9"), addrA4, false, 1, 2, nil)
+	if _, err := n.Write([][]byte{append(make([]byte, tun.Headroom), req...)}, tun.Headroom); err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := packet.Parse(readPacket(t, n)); in.ICMPType != 0 || in.Src != addrA4 {
+		t.Fatalf("reply %+v", in)
+	}
+	if len(got) != 0 {
+		t.Fatalf("forwarded an echo request to the stack's own address: %+v", <-got)
 	}
 }
