@@ -13,6 +13,7 @@ import (
 	"github.com/fips-go/fips-go/internal/exit"
 	"github.com/fips-go/fips-go/internal/metrics"
 	"github.com/fips-go/fips-go/internal/rootless"
+	"github.com/fips-go/fips-go/tun/netstack"
 	"github.com/urfave/cli/v3"
 )
 
@@ -174,6 +175,24 @@ func socksCounters(svc *atomic.Pointer[rootless.Services]) func() []exit.Counter
 			c("udp_wrong_owner", st.UDPWrongOwner),
 			c("udp_malformed", st.UDPMalformed),
 			c("udp_unresolvable", st.UDPUnresolvable),
+		}
+	}
+}
+
+// netstackCounters are the userspace stack's TCP retransmissions and what
+// ACK thinning (netstack.Options.ACKHold, on for the exit) did.
+func netstackCounters(n *netstack.Net) func() []exit.Counter {
+	return func() []exit.Counter {
+		st := n.Stats()
+		const help = "Peers' pure TCP ACKs the userspace stack held back, dropped as superseded by a newer ACK of their flow, or delivered late."
+		c := func(what string, v uint64) exit.Counter {
+			return exit.Counter{Name: "netstack_acks_" + what, Family: "netstack_acks", Labels: []string{"action", what}, Help: help, Value: v}
+		}
+		return []exit.Counter{
+			{Name: "netstack_tcp_retransmits", Family: "netstack_tcp_retransmits", Help: "TCP segments the userspace stack retransmitted.", Value: st.TCPRetransmits},
+			c("held", st.ACKsHeld),
+			c("superseded", st.ACKsSuperseded),
+			c("released", st.ACKsReleased),
 		}
 	}
 }

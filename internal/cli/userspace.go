@@ -276,7 +276,7 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 	defer stopProfile()
 	defer o.settings.writeHeapProfile(o.name, o.logf)
 	tn, err := rootless.OpenNetstack(rootless.NetstackOptions{
-		Config: o.cfg, Addresses: o.addrs, MTU: o.mtu, Name: o.name, Promiscuous: o.exit.on,
+		Config: o.cfg, Addresses: o.addrs, MTU: o.mtu, Name: o.name, Promiscuous: o.exit.on, ACKHold: exitACKHold(o.exit.on),
 		Device: device.Options{Logf: o.logf}, Bind: o.settings.bind(o.logf),
 	})
 	if err != nil {
@@ -289,7 +289,7 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 	mo := metrics.Options{Interface: o.name, MaxPeers: o.metrics.maxPeers}
 	// The services start last; their counters are read once they run.
 	var svcp atomic.Pointer[rootless.Services]
-	srcs := []func() []exit.Counter{socksCounters(&svcp)}
+	srcs := []func() []exit.Counter{socksCounters(&svcp), netstackCounters(tn.Net)}
 	if o.exit.on {
 		ex, xerr := startExit(tn, o)
 		if xerr != nil {
@@ -377,4 +377,13 @@ func pingThrough(ctx context.Context, ns *netstack.Net, o userspaceOptions) erro
 		return fmt.Errorf("no reply from %v", o.ping)
 	}
 	return nil
+}
+
+// exitACKHold is the exit's netstack.Options.ACKHold: the exit sends bulk
+// data to many flows at once, which is what ACK thinning is for.
+func exitACKHold(on bool) time.Duration {
+	if !on {
+		return 0
+	}
+	return exit.ACKHold
 }

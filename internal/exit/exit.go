@@ -24,7 +24,9 @@ const (
 	DefaultMaxFlowsPerPeer = 256
 	DefaultTCPIdleTimeout  = 2 * time.Hour
 	DefaultUDPIdleTimeout  = 60 * time.Second
-	DefaultConnectTimeout  = 10 * time.Second
+	// ACKHold is the exit netstack's Options.ACKHold.
+	ACKHold               = 2 * time.Millisecond
+	DefaultConnectTimeout = 10 * time.Second
 )
 
 // udpBufSize holds the largest datagram, per direction of a UDP flow.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"net/netip"
+	"time"
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
@@ -25,6 +26,8 @@ type NetstackOptions struct {
 	// Promiscuous makes the stack accept packets to any address, for a
 	// forwarder (the exit); see netstack.Options.Promiscuous.
 	Promiscuous bool
+	// ACKHold thins the peers' pure ACKs; see netstack.Options.ACKHold.
+	ACKHold time.Duration
 	// Device and Bind are passed to device.New and conn.NewDefault.
 	Device device.Options
 	Bind   conn.Options
@@ -41,7 +44,7 @@ func OpenNetstack(o NetstackOptions) (*Netstack, error) {
 	if o.Config == nil {
 		return nil, errors.New("rootless: no device configuration")
 	}
-	ns, err := netstack.New(netstack.Options{Addresses: o.Addresses, MTU: cmp.Or(o.MTU, netstack.DefaultMTU), Name: o.Name, Promiscuous: o.Promiscuous})
+	ns, err := netstack.New(netstack.Options{Addresses: o.Addresses, MTU: cmp.Or(o.MTU, netstack.DefaultMTU), Name: o.Name, Promiscuous: o.Promiscuous, ACKHold: o.ACKHold})
 	if err != nil {
 		return nil, err
 	}

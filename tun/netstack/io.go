@@ -12,6 +12,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/stack/gro"
 )
 
 // ErrInvalidPacket is wrapped by Write's error when some packets were not
@@ -133,7 +134,9 @@ func (n *Net) countOversize(size, room int) {
 // The data is copied; bufs may be reused when Write returns. Packets that
 // are not IPv4/IPv6 are dropped and counted, and reported by an error
 // wrapping ErrInvalidPacket after the rest were delivered. Write never
-// waits for Read. After Close it returns os.ErrClosed.
+// waits for Read. With Options.ACKHold a pure TCP ACK may be held back
+// and delivered by a later Write or a timer, or dropped when a newer ACK
+// of its flow supersedes it. After Close it returns os.ErrClosed.
 func (n *Net) Write(bufs [][]byte, offset int) (int, error) {
 	if offset < 0 {
 		return 0, fmt.Errorf("netstack: Write with negative offset %d", offset)
@@ -161,12 +164,12 @@ func (n *Net) Write(bufs [][]byte, offset int) (int, error) {
 			invalid++
 			continue
 		}
-		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(b[offset : offset+size])})
-		pkt.NetworkProtocolNumber = proto
-		pkt.RXChecksumValidated = true // see linkEndpoint.Capabilities
-		g.Enqueue(pkt)
-		pkt.DecRef()
 		bytes += size
+		p := b[offset : offset+size]
+		if n.ack.on() && !n.ack.offer(g, p, proto) {
+			continue // held
+		}
+		enqueue(g, p, proto)
 	}
 	g.Flush()
 	n.ctr.packetsIn.Add(uint64(len(bufs) - invalid))
@@ -176,6 +179,15 @@ func (n *Net) Write(bufs [][]byte, offset int) (int, error) {
 		return len(bufs), fmt.Errorf("%w: dropped %d of %d", ErrInvalidPacket, invalid, len(bufs))
 	}
 	return len(bufs), nil
+}
+
+// enqueue hands one packet (copied) to the GRO engine.
+func enqueue(g *gro.GRO, p []byte, proto tcpip.NetworkProtocolNumber) {
+	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(p)})
+	pkt.NetworkProtocolNumber = proto
+	pkt.RXChecksumValidated = true // see linkEndpoint.Capabilities
+	g.Enqueue(pkt)
+	pkt.DecRef()
 }
 
 // inspect returns p's network protocol and its length by the IP header

@@ -56,6 +56,11 @@ const (
 	minMTUIPv6       = 1280
 	maxMTU           = 65535
 	defaultRcvBuffer = 1 << 20 // where receive-buffer auto-tuning starts
+	// maxACKHold bounds Options.ACKHold well below the stack's minimum
+	// RTO (200 ms), so a held ACK can never look like a lost one.
+	maxACKHold = 20 * time.Millisecond
+	// maxHeldACKs bounds the ACKs held at once (each a 128-byte slot).
+	maxHeldACKs = 1024
 )
 
 // Options configure a Net; the zero value works (a stack with no addresses).
@@ -94,6 +99,13 @@ type Options struct {
 	VerifyChecksums bool
 	// Name is what Name reports; default "netstack".
 	Name string
+	// ACKHold, if positive, thins the peer's pure ACKs while several TCP
+	// flows interleave: a flow's ACK is held up to ACKHold for the next
+	// one, which supersedes it, so the stack takes about every other ACK
+	// and answers each with a burst twice as large (see ackHolder). For
+	// a stack that sends bulk data to many flows at once, as the exit
+	// does; 0 (the default) delivers every ACK at once.
+	ACKHold time.Duration
 	// Promiscuous makes the stack accept packets to any address and
 	// answer from it, which SetForwarder needs: the server side of a
 	// relay. Packets between the stack's own addresses then leave
@@ -130,6 +142,8 @@ type Net struct {
 	// about 4 KiB, so there are as many as can run at once, not one per call.
 	gros chan *gro.GRO
 
+	ack ackThinning
+
 	ctr counters
 }
 
@@ -162,6 +176,8 @@ func (o *Options) normalize() error {
 		return fmt.Errorf("netstack: TCPReceiveBufferMax %d out of range [%d, %d]", o.TCPReceiveBufferMax, minBufferSize, maxBufferSize)
 	case o.TCPSendBuffer < minBufferSize || o.TCPSendBuffer > maxBufferSize:
 		return fmt.Errorf("netstack: TCPSendBuffer %d out of range [%d, %d]", o.TCPSendBuffer, minBufferSize, maxBufferSize)
+	case o.ACKHold < 0 || o.ACKHold > maxACKHold:
+		return fmt.Errorf("netstack: ACKHold %v out of range [0, %v]", o.ACKHold, maxACKHold)
 	case o.TCPTimeWait < 0:
 		return fmt.Errorf("netstack: negative TCPTimeWait %v", o.TCPTimeWait)
 	case o.CongestionControl != "reno" && o.CongestionControl != "cubic":
@@ -220,6 +236,7 @@ func New(opts Options) (*Net, error) {
 		s.Destroy()
 		return nil, err
 	}
+	n.ack.init(opts.ACKHold, n.expireACKs)
 	for range cap(n.gros) {
 		g := new(gro.GRO)
 		g.Init(true)
@@ -296,6 +313,7 @@ func (n *Net) Close() error {
 		// blocked there hold their endpoint's lock, which the stack
 		// teardown below needs.
 		n.ep.q.close()
+		n.ack.stop()
 		n.closeMu.Lock()
 		n.closed = true
 		n.closeMu.Unlock()

@@ -28,6 +28,11 @@ type Stats struct {
 	QueueWaits     uint64 // times a stack sender waited for queue room (backpressure)
 	QueueDrops     uint64 // packets refused on a full queue because their sender must not wait (ICMP, TCP RST, NDP)
 
+	// Options.ACKHold: pure ACKs held, held ACKs dropped because a newer
+	// ACK of their flow superseded them, and held ACKs delivered late
+	// (their deadline passed, or another packet of their flow came).
+	ACKsHeld, ACKsSuperseded, ACKsReleased uint64
+
 	// From the stack's own counters.
 	TCPSegmentsSent     uint64
 	TCPSegmentsReceived uint64 // after GRO, so fewer than the packets written
@@ -43,7 +48,11 @@ type Stats struct {
 func (n *Net) Stats() Stats {
 	q := n.ep.q.stats()
 	tcp := n.stack.Stats().TCP
+	held, superseded, released := n.ack.stats()
 	return Stats{
+		ACKsHeld:            held,
+		ACKsSuperseded:      superseded,
+		ACKsReleased:        released,
 		PacketsIn:           n.ctr.packetsIn.Load(),
 		BytesIn:             n.ctr.bytesIn.Load(),
 		InvalidIn:           n.ctr.invalidIn.Load(),
