@@ -102,7 +102,9 @@ type Options struct {
 	// ACKHold, if positive, thins the peer's pure ACKs while several TCP
 	// flows interleave: a flow's ACK is held up to ACKHold for the next
 	// one, which supersedes it, so the stack takes about every other ACK
-	// and answers each with a burst twice as large (see ackHolder). For
+	// and answers each with a burst twice as large (see ackHolder). The
+	// timer that delivers ACKs whose hold passed wakes at most every
+	// ACKHold/4, so one may wait up to 1.25 times ACKHold. For
 	// a stack that sends bulk data to many flows at once, as the exit
 	// does; 0 (the default) delivers every ACK at once.
 	ACKHold time.Duration
