@@ -8,13 +8,17 @@
 # the far namespace runs iperf3 -s and an HTTP server. Needs root, iperf3,
 # wg, iptables, python3 and curl.
 #
-#   [VARIANTS="kernel rootless"] [CASES="slow down up p100"] bash scripts/bench-exit.sh [seconds per iperf3 case, default 5]
+#   [VARIANTS="kernel rootless"] [CASES="slow down up p100 lat"] bash scripts/bench-exit.sh [seconds per iperf3 case, default 5]
 #
 # FIPS_GO_CPUPROFILE=/dir/prefix (a directory nobody may write) passes on
 # to the rootless exit, which writes its CPU profile there when it stops;
 # DIAG=1 prints, around each iperf3 case, the exit's /proc/PID/io deltas
 # (host-socket reads: count and bytes) and the exit's underlay link
 # counters (packets from the client: the ACK rate).
+#
+# Case lat (not in the default set): latency at 20 Hz, 100 samples each, of
+# ping and of a 1-byte TCP request/response to a far echo server, median
+# and 90th percentile, idle and while 100 streams download.
 #
 # Cases, IPv4, MTU 1420: one TCP stream down (far -> exit -> tunnel ->
 # client, iperf3 -R) and up, 100 streams down (iperf3 -P 100), each with
@@ -168,6 +172,50 @@ c.close()
   printf '| %-8s | %-22s | 268435456 bytes in %.1f s, exit peak RSS %s MiB |\n' "$1" "slow host reader (25 MB/s)" "$(echo "$t1 - $t0" | bc -l)" "$rss"
 }
 
+latency() { # variant
+  ip netns exec $NF python3 -c '
+import socket, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.86.0.2", 9001)); s.listen(8)
+def serve(c):
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while True:
+        b = c.recv(1)
+        if not b: return
+        c.sendall(b)
+while True:
+    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
+' &
+  local srv=$! load
+  sleep 0.5
+  for phase in idle load; do
+    load=
+    if [ $phase = load ]; then
+      ip netns exec $NF iperf3 -s -1 -D -I "$tmp/iperf.pid" >/dev/null
+      sleep 0.3
+      ip netns exec $NC iperf3 -c 10.86.0.2 -t 14 -R -P 100 >/dev/null &
+      load=$!
+      sleep 2
+    fi
+    local ping rr
+    ping=$(ip netns exec $NC ping -n -i 0.05 -c 100 10.86.0.2 | python3 -c '
+import sys, re, statistics
+t = sorted(float(m.group(1)) for m in re.finditer(r"time=([0-9.]+)", sys.stdin.read()))
+print("%.2f / %.2f ms" % (statistics.median(t), t[int(len(t) * 0.9) - 1]) if t else "no replies")')
+    rr=$(ip netns exec $NC python3 -c '
+import socket, time, statistics
+c = socket.create_connection(("10.86.0.2", 9001)); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+t = []
+for _ in range(100):
+    t0 = time.perf_counter(); c.sendall(b"x"); c.recv(1); t.append((time.perf_counter() - t0) * 1e3)
+    time.sleep(0.05)
+t.sort(); print("%.2f / %.2f ms" % (statistics.median(t), t[89]))')
+    [ -n "$load" ] && wait $load
+    printf '| %-8s | latency, %-13s | ping %s | TCP 1-byte round trip %s | (median / p90)\n' "$1" "$phase" "$ping" "$rr"
+  done
+  kill $srv 2>/dev/null || true
+}
+
 echo "| exit     | case                   | throughput    | CPU/GB (exit) |"
 for variant in ${VARIANTS:-kernel rootless}; do
   setup $variant
@@ -184,6 +232,7 @@ for variant in ${VARIANTS:-kernel rootless}; do
   case $cases in *" down "*) run_case $variant "1 stream down" -R;; esac
   case $cases in *" up "*) run_case $variant "1 stream up";; esac
   case $cases in *" p100 "*) run_case $variant "100 streams down" -R -P 100;; esac
+  case $cases in *" lat "*) latency $variant;; esac
   rss=$(awk '/VmHWM/{printf "%.1f", $2 / 1024}' /proc/$PG/status)
   echo "|   $variant: exit peak RSS after all cases $rss MiB"
 done

@@ -315,10 +315,11 @@ func (n *Net) Close() error {
 		// blocked there hold their endpoint's lock, which the stack
 		// teardown below needs.
 		n.ep.q.close()
-		n.ack.stop()
 		n.closeMu.Lock()
 		n.closed = true
 		n.closeMu.Unlock()
+		// After closed: no Write can set the timer again.
+		n.ack.stop()
 		n.stack.Destroy()
 		n.readMu.Lock()
 		n.seg.release()
