@@ -36,7 +36,7 @@ func (a *ackThinning) init(hold time.Duration, expire func()) {
 	}
 	a.hold = hold
 	a.epoch = time.Now()
-	a.h = newACKHolder(int64(hold), maxHeldACKs)
+	a.h = newACKHolder(int64(hold), maxHeldACKs, defaultMinFlows)
 	a.timer = time.AfterFunc(time.Hour, expire)
 	a.timer.Stop()
 }

@@ -99,8 +99,10 @@ type Options struct {
 	VerifyChecksums bool
 	// Name is what Name reports; default "netstack".
 	Name string
-	// ACKHold, if positive, thins the peer's pure ACKs while several TCP
-	// flows interleave: a flow's ACK is held up to ACKHold for the next
+	// ACKHold, if positive, thins the peer's pure ACKs while many TCP
+	// flows (about 40 or more) interleave their ACKs; with fewer, holding
+	// would stall the senders, and nothing is held. A flow's ACK is held
+	// up to ACKHold for the next
 	// one, which supersedes it, so the stack takes about every other ACK
 	// and answers each with a burst twice as large (see ackHolder). The
 	// timer that delivers ACKs whose hold passed wakes at most every
