@@ -10,6 +10,9 @@
 #
 #   [VARIANTS="kernel rootless"] [CASES="slow down up p100 lat"] bash scripts/bench-exit.sh [seconds per iperf3 case, default 5]
 #
+# pN is N streams down (p100 is in the default set; CASES="p2 p10 p30"
+# adds others).
+#
 # FIPS_GO_CPUPROFILE=/dir/prefix (a directory nobody may write) passes on
 # to the rootless exit, which writes its CPU profile there when it stops;
 # DIAG=1 prints, around each iperf3 case, the exit's /proc/PID/io deltas
@@ -231,7 +234,9 @@ for variant in ${VARIANTS:-kernel rootless}; do
   esac
   case $cases in *" down "*) run_case $variant "1 stream down" -R;; esac
   case $cases in *" up "*) run_case $variant "1 stream up";; esac
-  case $cases in *" p100 "*) run_case $variant "100 streams down" -R -P 100;; esac
+  for c in $cases; do
+    case $c in p[0-9]*) run_case $variant "${c#p} streams down" -R -P ${c#p};; esac
+  done
   case $cases in *" lat "*) latency $variant;; esac
   rss=$(awk '/VmHWM/{printf "%.1f", $2 / 1024}' /proc/$PG/status)
   echo "|   $variant: exit peak RSS after all cases $rss MiB"
