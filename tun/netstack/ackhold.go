@@ -3,6 +3,8 @@ package netstack
 import (
 	"encoding/binary"
 	"math/bits"
+
+	"github.com/fips-go/fips-go/internal/packet"
 )
 
 // ackHolder thins the pure ACKs peers send for the stack's outbound TCP
@@ -118,44 +120,52 @@ type tcpInfo struct {
 
 // parseTCP reads p's flow key and whether it is a holdable pure ACK; ok is
 // false if p is not a well-formed TCP packet: IPv4 that is not a
-// fragment, or IPv6 whose first next header is TCP.
+// fragment, or IPv6 whose first next header is TCP. It checks what
+// packet.Parse checks through the same header views, without building an
+// Info (5 ns against 26 for Parse, BenchmarkParseTCP): it runs on every
+// TCP packet Write takes while ACKs are thinned.
 func parseTCP(p []byte) (t tcpInfo, ok bool) {
 	var l4 []byte
-	switch {
-	case len(p) >= 20 && p[0]>>4 == 4:
-		ihl := int(p[0]&0xf) * 4
-		total := int(binary.BigEndian.Uint16(p[2:]))
-		// Fragment offset or more-fragments set: not a whole segment.
-		if p[9] != 6 || ihl < 20 || total < ihl || total > len(p) || binary.BigEndian.Uint16(p[6:])&0x3fff != 0 {
+	switch packet.Version(p) {
+	case 4:
+		if len(p) < packet.IPv4HeaderLen {
 			return t, false
 		}
-		copy(t.key.src[:4], p[12:16])
-		copy(t.key.dst[:4], p[16:20])
+		h := packet.IPv4Header(p)
+		ihl, total := h.HeaderLen(), h.TotalLen()
+		if h.Protocol() != packet.ProtoTCP || ihl < packet.IPv4HeaderLen || total < ihl || total > len(p) || h.Fragment() {
+			return t, false
+		}
+		copy(t.key.src[:], h.Src())
+		copy(t.key.dst[:], h.Dst())
 		l4 = p[ihl:total]
-	case len(p) >= 40 && p[0]>>4 == 6:
-		total := 40 + int(binary.BigEndian.Uint16(p[4:]))
-		if p[6] != 6 || total > len(p) {
+	case 6:
+		if len(p) < packet.IPv6HeaderLen {
+			return t, false
+		}
+		h := packet.IPv6Header(p)
+		total := packet.IPv6HeaderLen + h.PayloadLen()
+		if h.NextHeader() != packet.ProtoTCP || total > len(p) {
 			return t, false
 		}
 		t.key.v6 = true
-		copy(t.key.src[:], p[8:24])
-		copy(t.key.dst[:], p[24:40])
-		l4 = p[40:total]
+		copy(t.key.src[:], h.Src())
+		copy(t.key.dst[:], h.Dst())
+		l4 = p[packet.IPv6HeaderLen:total]
 	default:
 		return t, false
 	}
-	if len(l4) < 20 {
+	if len(l4) < packet.TCPHeaderLen {
 		return t, false
 	}
-	off := int(l4[12]>>4) * 4
-	if off < 20 || off > len(l4) {
+	tcp := packet.TCPHeader(l4)
+	off := tcp.HeaderLen()
+	if off < packet.TCPHeaderLen || off > len(l4) {
 		return t, false
 	}
-	t.key.sport = binary.BigEndian.Uint16(l4[0:])
-	t.key.dport = binary.BigEndian.Uint16(l4[2:])
-	t.ack = binary.BigEndian.Uint32(l4[8:])
-	const flagACK = 0x10
-	t.holdable = l4[13] == flagACK && off == len(l4) && len(p) <= maxHeldACK && !hasSACK(l4[20:off])
+	t.key.sport, t.key.dport = tcp.SrcPort(), tcp.DstPort()
+	t.ack = tcp.Ack()
+	t.holdable = tcp.Flags() == packet.TCPAck && off == len(l4) && len(p) <= maxHeldACK && !hasSACK(l4[packet.TCPHeaderLen:off])
 	return t, true
 }
 
