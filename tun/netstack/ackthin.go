@@ -24,10 +24,10 @@ type ackThinning struct {
 	// passes without the lock while nothing is held.
 	nheld atomic.Int64
 
-	// expireMu serialises timer callbacks and guards due.
+	// expireMu serialises timer callbacks and guards due, the copies of
+	// the ACKs a callback delivers.
 	expireMu sync.Mutex
-	due      [][maxHeldACK]byte
-	dueLen   []int
+	due      []heldACK
 }
 
 func (a *ackThinning) init(hold time.Duration, expire func()) {
@@ -94,10 +94,11 @@ func (n *Net) expireACKs() {
 	defer a.expireMu.Unlock()
 	a.mu.Lock()
 	now := a.now()
-	a.due, a.dueLen = a.due[:0], a.dueLen[:0]
+	a.due = a.due[:0]
 	next := a.h.expire(now, func(p []byte) {
-		a.due = append(a.due, [maxHeldACK]byte{})
-		a.dueLen = append(a.dueLen, copy(a.due[len(a.due)-1][:], p))
+		var e heldACK
+		e.n = copy(e.buf[:], p)
+		a.due = append(a.due, e)
 	})
 	a.nheld.Store(int64(len(a.h.held)))
 	a.armed = next != 0
@@ -124,7 +125,7 @@ func (n *Net) expireACKs() {
 	defer func() { n.gros <- g }()
 	g.Dispatcher = d
 	for i := range a.due {
-		p := a.due[i][:a.dueLen[i]]
+		p := a.due[i].buf[:a.due[i].n]
 		proto := header.IPv4ProtocolNumber
 		if p[0]>>4 == 6 {
 			proto = header.IPv6ProtocolNumber
