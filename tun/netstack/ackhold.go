@@ -195,9 +195,9 @@ func hasSACK(opts []byte) bool {
 // (nil if none; the slice is valid only until the next call) and whether
 // p itself is to be delivered now; if not, the holder has copied it.
 func (h *ackHolder) offer(p []byte, t tcpInfo, now int64) (before []byte, deliver bool) {
-	alone := false
+	pass := false // deliver a new pure ACK at once: a lone flow, or too few flows
 	if t.holdable {
-		alone = !h.hasLast || t.key == h.last || h.active < h.minFlows
+		pass = !h.hasLast || t.key == h.last || h.active < h.minFlows
 		h.last, h.hasLast = t.key, true
 		h.countFlow(&t.key)
 	}
@@ -211,7 +211,7 @@ func (h *ackHolder) offer(p []byte, t tcpInfo, now int64) (before []byte, delive
 		h.released++
 		return prev.buf[:prev.n], true
 	}
-	if !t.holdable || alone || len(h.held) >= h.max {
+	if !t.holdable || pass || len(h.held) >= h.max {
 		return nil, true
 	}
 	var e *heldACK
