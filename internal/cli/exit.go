@@ -166,7 +166,7 @@ func socksCounters(svc *atomic.Pointer[rootless.Services]) func() []exit.Counter
 		}
 		const help = "Connections and datagrams the SOCKS5 proxy refused or dropped, by reason."
 		c := func(reason string, v uint64) exit.Counter {
-			return exit.Counter{Name: "socks5_dropped_" + reason, Family: "socks5_dropped", Labels: []string{"reason", reason}, Help: help, Value: v}
+			return exit.Labelled("socks5_dropped", "reason", reason, help, v)
 		}
 		return []exit.Counter{
 			c("conn_limit", st.Refused),
@@ -186,7 +186,7 @@ func netstackCounters(n *netstack.Net) func() []exit.Counter {
 		st := n.Stats()
 		const help = "Peers' pure TCP ACKs the userspace stack held back, dropped as superseded by a newer ACK of their flow, or delivered late."
 		c := func(what string, v uint64) exit.Counter {
-			return exit.Counter{Name: "netstack_acks_" + what, Family: "netstack_acks", Labels: []string{"action", what}, Help: help, Value: v}
+			return exit.Labelled("netstack_acks", "action", what, help, v)
 		}
 		return []exit.Counter{
 			{Name: "netstack_tcp_retransmits", Family: "netstack_tcp_retransmits", Help: "TCP segments the userspace stack retransmitted.", Value: st.TCPRetransmits},

@@ -12,6 +12,12 @@ type Counter struct {
 	Gauge  bool
 }
 
+// Labelled is a counter of family with one label; its name in show is the
+// family and the label's value joined by "_" (exit_refused_denied).
+func Labelled(family, label, value, help string, v uint64) Counter {
+	return Counter{Name: family + "_" + value, Family: family, Labels: []string{label, value}, Help: help, Value: v}
+}
+
 // Counters returns the exit's counters in a stable order: flows open and
 // opened by protocol, bytes each way, port unreachables relayed, relay
 // buffer bytes holding data, then refusals by reason (every reason, zeros
@@ -32,13 +38,13 @@ func (e *Exit) Counters() []Counter {
 		out = append(out, Counter{"exit_" + name + "_flows_opened", "exit_flows_opened", []string{"protocol", name}, openedHelp, uint64(c.opened[p].Load()), false})
 	}
 	out = append(out,
-		Counter{"exit_bytes_to_host", "exit_bytes", []string{"direction", "to_host"}, bytesHelp, c.toHost.Load(), false},
-		Counter{"exit_bytes_to_peer", "exit_bytes", []string{"direction", "to_peer"}, bytesHelp, c.toPeer.Load(), false},
+		Labelled("exit_bytes", "direction", "to_host", bytesHelp, c.toHost.Load()),
+		Labelled("exit_bytes", "direction", "to_peer", bytesHelp, c.toPeer.Load()),
 		Counter{"exit_port_unreachables_to_peer", "exit_port_unreachables", nil, "ICMP port unreachables the host got for peers' UDP and relayed to them.", c.unreachToPeer.Load(), false},
 		Counter{"exit_relay_buffer_bytes", "exit_relay_buffer_bytes", nil, "Relay buffer bytes holding data now.", uint64(max(c.bufInUse.Load(), 0)), true},
 	)
 	for r := reasonOK + 1; r < numReasons; r++ {
-		out = append(out, Counter{"exit_refused_" + r.String(), "exit_refused", []string{"reason", r.String()}, "Flows the exit refused, by reason.", c.refused[r].Load(), false})
+		out = append(out, Labelled("exit_refused", "reason", r.String(), "Flows the exit refused, by reason.", c.refused[r].Load()))
 	}
 	return out
 }
