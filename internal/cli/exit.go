@@ -190,6 +190,7 @@ func netstackCounters(n *netstack.Net) func() []exit.Counter {
 		}
 		return []exit.Counter{
 			{Name: "netstack_tcp_retransmits", Family: "netstack_tcp_retransmits", Help: "TCP segments the userspace stack retransmitted.", Value: st.TCPRetransmits},
+			{Name: "netstack_tcp_spurious_recoveries", Family: "netstack_tcp_spurious_recoveries", Help: "Loss recoveries of the userspace stack that the peer's duplicate reports showed were needless.", Value: st.TCPSpuriousRecoveries},
 			c("held", st.ACKsHeld),
 			c("superseded", st.ACKsSuperseded),
 			c("released", st.ACKsReleased),

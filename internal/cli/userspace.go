@@ -276,7 +276,7 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 	defer stopProfile()
 	defer o.settings.writeHeapProfile(o.name, o.logf)
 	tn, err := rootless.OpenNetstack(rootless.NetstackOptions{
-		Config: o.cfg, Addresses: o.addrs, MTU: o.mtu, Name: o.name, Promiscuous: o.exit.on, ACKHold: exitACKHold(o.exit.on),
+		Config: o.cfg, Addresses: o.addrs, MTU: o.mtu, Name: o.name, Promiscuous: o.exit.on, ACKHold: exitACKHold(o.exit.on), TimerSlack: exitTimerSlack(o.exit.on),
 		Device: device.Options{Logf: o.logf}, Bind: o.settings.bind(o.logf),
 	})
 	if err != nil {
@@ -386,4 +386,14 @@ func exitACKHold(on bool) time.Duration {
 		return 0
 	}
 	return exit.ACKHold
+}
+
+// exitTimerSlack is the exit's netstack.Options.TimerSlack: with many
+// flows its stack's RTTs swing widely and unslacked loss probes fire
+// early.
+func exitTimerSlack(on bool) time.Duration {
+	if !on {
+		return 0
+	}
+	return exit.TimerSlack
 }

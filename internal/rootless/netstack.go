@@ -28,6 +28,8 @@ type NetstackOptions struct {
 	Promiscuous bool
 	// ACKHold thins the peers' pure ACKs; see netstack.Options.ACKHold.
 	ACKHold time.Duration
+	// TimerSlack delays the stack's loss probes; see netstack.Options.TimerSlack.
+	TimerSlack time.Duration
 	// Device and Bind are passed to device.New and conn.NewDefault.
 	Device device.Options
 	Bind   conn.Options
@@ -44,7 +46,7 @@ func OpenNetstack(o NetstackOptions) (*Netstack, error) {
 	if o.Config == nil {
 		return nil, errors.New("rootless: no device configuration")
 	}
-	ns, err := netstack.New(netstack.Options{Addresses: o.Addresses, MTU: cmp.Or(o.MTU, netstack.DefaultMTU), Name: o.Name, Promiscuous: o.Promiscuous, ACKHold: o.ACKHold})
+	ns, err := netstack.New(netstack.Options{Addresses: o.Addresses, MTU: cmp.Or(o.MTU, netstack.DefaultMTU), Name: o.Name, Promiscuous: o.Promiscuous, ACKHold: o.ACKHold, TimerSlack: o.TimerSlack})
 	if err != nil {
 		return nil, err
 	}

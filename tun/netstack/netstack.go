@@ -59,6 +59,12 @@ const (
 	// maxACKHold bounds Options.ACKHold well below the stack's minimum
 	// RTO (200 ms), so a held ACK can never look like a lost one.
 	maxACKHold = 20 * time.Millisecond
+	// slackBelow is the longest timer TimerSlack delays: the stack's
+	// minimum RTO, below which only the loss probe and reorder timers run.
+	slackBelow = 200 * time.Millisecond
+	// maxTimerSlack bounds Options.TimerSlack: loss detection may wait
+	// that much longer.
+	maxTimerSlack = 20 * time.Millisecond
 	// maxHeldACKs bounds the ACKs held at once (each a 128-byte slot).
 	maxHeldACKs = 1024
 )
@@ -110,6 +116,10 @@ type Options struct {
 	// a stack that sends bulk data to many flows at once, as the exit
 	// does; 0 (the default) delivers every ACK at once.
 	ACKHold time.Duration
+	// TimerSlack, if positive, fires every TCP timer shorter than 200 ms
+	// (the tail-loss probe and the RACK reorder timer) that much later,
+	// as Linux does with 2 ms; see slackClock. At most maxTimerSlack.
+	TimerSlack time.Duration
 	// Promiscuous makes the stack accept packets to any address and
 	// answer from it, which SetForwarder needs: the server side of a
 	// relay. Packets between the stack's own addresses then leave
@@ -182,6 +192,8 @@ func (o *Options) normalize() error {
 		return fmt.Errorf("netstack: TCPSendBuffer %d out of range [%d, %d]", o.TCPSendBuffer, minBufferSize, maxBufferSize)
 	case o.ACKHold < 0 || o.ACKHold > maxACKHold:
 		return fmt.Errorf("netstack: ACKHold %v out of range [0, %v]", o.ACKHold, maxACKHold)
+	case o.TimerSlack < 0 || o.TimerSlack > maxTimerSlack:
+		return fmt.Errorf("netstack: TimerSlack %v out of range [0, %v]", o.TimerSlack, maxTimerSlack)
 	case o.TCPTimeWait < 0:
 		return fmt.Errorf("netstack: negative TCPTimeWait %v", o.TCPTimeWait)
 	case o.CongestionControl != "reno" && o.CongestionControl != "cubic":
@@ -218,7 +230,12 @@ func New(opts Options) (*Net, error) {
 	if err := opts.normalize(); err != nil {
 		return nil, err
 	}
+	var clock tcpip.Clock
+	if opts.TimerSlack > 0 {
+		clock = slackClock{Clock: tcpip.NewStdClock(), slack: opts.TimerSlack, below: slackBelow}
+	}
 	s := stack.New(stack.Options{
+		Clock: clock,
 		NetworkProtocols: []stack.NetworkProtocolFactory{
 			ipv4.NewProtocolWithOptions(ipv4.Options{AllowExternalLoopbackTraffic: opts.Promiscuous}),
 			ipv6.NewProtocolWithOptions(ipv6.Options{AllowExternalLoopbackTraffic: opts.Promiscuous}),

@@ -37,7 +37,10 @@ type Stats struct {
 	TCPSegmentsSent     uint64
 	TCPSegmentsReceived uint64 // after GRO, so fewer than the packets written
 	TCPRetransmits      uint64
-	TCPSendErrors       uint64
+	// TCPSpuriousRecoveries counts loss recoveries the stack later found
+	// needless (the peer reported the retransmission as a duplicate).
+	TCPSpuriousRecoveries uint64
+	TCPSendErrors         uint64
 	// TCPConnections is the number of TCP connections now past the
 	// handshake and not yet closed, TIME-WAIT included: what closed
 	// connections still hold until it drains.
@@ -50,26 +53,27 @@ func (n *Net) Stats() Stats {
 	tcp := n.stack.Stats().TCP
 	held, superseded, released := n.ack.stats()
 	return Stats{
-		ACKsHeld:            held,
-		ACKsSuperseded:      superseded,
-		ACKsReleased:        released,
-		PacketsIn:           n.ctr.packetsIn.Load(),
-		BytesIn:             n.ctr.bytesIn.Load(),
-		InvalidIn:           n.ctr.invalidIn.Load(),
-		PacketsOut:          n.ctr.packetsOut.Load(),
-		BytesOut:            n.ctr.bytesOut.Load(),
-		GSOPackets:          n.ctr.gsoPackets.Load(),
-		GSOSegments:         n.ctr.gsoSegments.Load(),
-		GSOErrors:           n.ctr.gsoErrors.Load(),
-		Oversize:            n.ctr.oversize.Load(),
-		QueueLen:            q.slots,
-		QueueHighWater:      q.highWater,
-		QueueWaits:          q.waits,
-		QueueDrops:          q.drops,
-		TCPSegmentsSent:     tcp.SegmentsSent.Value(),
-		TCPSegmentsReceived: tcp.ValidSegmentsReceived.Value(),
-		TCPRetransmits:      tcp.Retransmits.Value(),
-		TCPSendErrors:       tcp.SegmentSendErrors.Value(),
-		TCPConnections:      tcp.CurrentConnected.Value(),
+		ACKsHeld:              held,
+		ACKsSuperseded:        superseded,
+		ACKsReleased:          released,
+		PacketsIn:             n.ctr.packetsIn.Load(),
+		BytesIn:               n.ctr.bytesIn.Load(),
+		InvalidIn:             n.ctr.invalidIn.Load(),
+		PacketsOut:            n.ctr.packetsOut.Load(),
+		BytesOut:              n.ctr.bytesOut.Load(),
+		GSOPackets:            n.ctr.gsoPackets.Load(),
+		GSOSegments:           n.ctr.gsoSegments.Load(),
+		GSOErrors:             n.ctr.gsoErrors.Load(),
+		Oversize:              n.ctr.oversize.Load(),
+		QueueLen:              q.slots,
+		QueueHighWater:        q.highWater,
+		QueueWaits:            q.waits,
+		QueueDrops:            q.drops,
+		TCPSegmentsSent:       tcp.SegmentsSent.Value(),
+		TCPSegmentsReceived:   tcp.ValidSegmentsReceived.Value(),
+		TCPRetransmits:        tcp.Retransmits.Value(),
+		TCPSpuriousRecoveries: tcp.SpuriousRecovery.Value(),
+		TCPSendErrors:         tcp.SegmentSendErrors.Value(),
+		TCPConnections:        tcp.CurrentConnected.Value(),
 	}
 }
