@@ -32,7 +32,7 @@ var wanSettings = []wanSetting{
 	{name: "default", opts: Options{}},
 	{name: "cubic", opts: Options{CongestionControl: "cubic"}},
 	{name: "norack", opts: Options{DisableRACK: true}},
-	{name: "slack5ms", opts: Options{TimerSlack: 5 * time.Millisecond}},
+	{name: "slack2ms", opts: Options{TimerSlack: 2 * time.Millisecond}},
 	{name: "nosack", noSACK: true},
 	{name: "nomoderate", noModerate: true},
 	{name: "buf4M", opts: Options{TCPReceiveBufferMax: 4 << 20, TCPSendBuffer: 4 << 20}},
