@@ -11,14 +11,14 @@ import (
 //
 // Why: gVisor arms its tail-loss probe at exactly twice the smoothed RTT
 // and its RACK reorder timer at exactly the reorder window. Linux adds
-// TCP_TIMEOUT_MIN (2 ms) to both, because a probe that fires before an
-// ACK merely delayed arrives is a spurious retransmission, and gVisor
-// then halves the flow's window: it reads the ACK that passes the probe
-// without a DSACK as a repaired loss and does not undo on the DSACK that
-// follows. Through the exit, 100 flows each see their RTT swing by half
-// its mean and took 6,000 such halvings in 5 s; their windows stayed
-// small, so each ACK freed a small burst, the costly regime ACK thinning
-// works against.
+// TCP_TIMEOUT_MIN (2 jiffies: 2 ms at HZ=1000, 8 ms at HZ=250) to both,
+// because a probe that fires before an ACK merely delayed arrives is a
+// spurious retransmission, and gVisor then halves the flow's window: it
+// reads the ACK that passes the probe without a DSACK as a repaired loss
+// and does not undo on the DSACK that follows. Through the exit, 100
+// flows each see their RTT swing by half its mean and took 6,000 such
+// halvings in 5 s; their windows stayed small, so each ACK freed a small
+// burst, the costly regime ACK thinning works against.
 //
 // The cost is later loss detection when a loss is real. Over the
 // in-memory WAN of BenchmarkNetstackWAN with no delay, 2 ms of slack moved
