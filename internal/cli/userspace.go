@@ -275,10 +275,16 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 	}
 	defer stopProfile()
 	defer o.settings.writeHeapProfile(o.name, o.logf)
-	tn, err := rootless.OpenNetstack(rootless.NetstackOptions{
-		Config: o.cfg, Addresses: o.addrs, MTU: o.mtu, Name: o.name, Promiscuous: o.exit.on, ACKHold: exitACKHold(o.exit.on), TimerSlack: exitTimerSlack(o.exit.on),
+	nso := rootless.NetstackOptions{
+		Config: o.cfg, Addresses: o.addrs, MTU: o.mtu, Name: o.name,
 		Device: device.Options{Logf: o.logf}, Bind: o.settings.bind(o.logf),
-	})
+	}
+	if o.exit.on {
+		// The exit's stack forwards, and sends bulk data to many flows at
+		// once: ACK thinning and timer slack are for that.
+		nso.Promiscuous, nso.ACKHold, nso.TimerSlack = true, exit.ACKHold, exit.TimerSlack
+	}
+	tn, err := rootless.OpenNetstack(nso)
 	if err != nil {
 		return err
 	}
@@ -377,23 +383,4 @@ func pingThrough(ctx context.Context, ns *netstack.Net, o userspaceOptions) erro
 		return fmt.Errorf("no reply from %v", o.ping)
 	}
 	return nil
-}
-
-// exitACKHold is the exit's netstack.Options.ACKHold: the exit sends bulk
-// data to many flows at once, which is what ACK thinning is for.
-func exitACKHold(on bool) time.Duration {
-	if !on {
-		return 0
-	}
-	return exit.ACKHold
-}
-
-// exitTimerSlack is the exit's netstack.Options.TimerSlack: with many
-// flows its stack's RTTs swing widely and unslacked loss probes fire
-// early.
-func exitTimerSlack(on bool) time.Duration {
-	if !on {
-		return 0
-	}
-	return exit.TimerSlack
 }
