@@ -356,20 +356,3 @@ func TestACKHolderHoldsOnlyAmongManyFlows(t *testing.T) {
 		t.Errorf("back to 10 flows: still holding (active %d)", h.active)
 	}
 }
-
-func TestACKHoldOption(t *testing.T) {
-	for _, d := range []time.Duration{-time.Millisecond, maxACKHold + 1} {
-		if n, err := New(Options{ACKHold: d}); err == nil {
-			n.Close()
-			t.Errorf("ACKHold %v accepted", d)
-		}
-	}
-	n, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	if n.ack.on() {
-		t.Error("ACK thinning on by default")
-	}
-}

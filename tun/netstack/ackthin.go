@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fips-go/fips-go/internal/packet"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/stack/gro"
@@ -127,7 +128,7 @@ func (n *Net) expireACKs() {
 	for i := range a.due {
 		p := a.due[i].buf[:a.due[i].n]
 		proto := header.IPv4ProtocolNumber
-		if p[0]>>4 == 6 {
+		if packet.Version(p) == 6 {
 			proto = header.IPv6ProtocolNumber
 		}
 		enqueue(g, p, proto)

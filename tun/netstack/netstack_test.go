@@ -449,6 +449,10 @@ func TestOptionsValidation(t *testing.T) {
 		{TCPReceiveBufferMax: -5},
 		{CongestionControl: "bbr"},
 		{TCPTimeWait: -time.Second},
+		{ACKHold: -time.Millisecond},
+		{ACKHold: maxACKHold + 1},
+		{TimerSlack: -time.Millisecond},
+		{TimerSlack: maxTimerSlack + 1},
 		{Addresses: []netip.Addr{{}}},
 		{Addresses: []netip.Addr{addrA4, addrA4}},
 		{Addresses: []netip.Addr{netip.IPv4Unspecified()}},
@@ -468,6 +472,12 @@ func TestOptionsValidation(t *testing.T) {
 	}
 	if name, _ := n.Name(); name != DefaultName {
 		t.Fatalf("Name = %q", name)
+	}
+	if n.ack.on() {
+		t.Error("ACK thinning on by default")
+	}
+	if _, ok := n.stack.Clock().(slackClock); ok {
+		t.Error("timer slack on by default")
 	}
 	var tw tcpip.TCPTimeWaitTimeoutOption
 	if err := n.stack.TransportProtocolOption(tcp.ProtocolNumber, &tw); err != nil || time.Duration(tw) != DefaultTCPTimeWait {
