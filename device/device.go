@@ -368,7 +368,7 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 func (d *Device) openBindLocked(port uint16) error {
 	fns, actual, err := d.bind.Open(port)
 	if err != nil {
-		return fmt.Errorf("device: opening UDP port %d: %w", port, err)
+		return fmt.Errorf("%w: opening UDP port %d: %w", ErrPortInUse, port, err)
 	}
 	if d.fwmark != 0 {
 		if err := d.bind.SetMark(d.fwmark); err != nil {

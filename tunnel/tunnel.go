@@ -2,7 +2,6 @@ package tunnel
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +17,7 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
-	"github.com/fips-go/fips-go/internal/dnsfollow"
+	"github.com/fips-go/fips-go/internal/engine"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/tun/netstack"
 )
@@ -104,9 +103,8 @@ type Tunnel struct {
 	pingSeq   atomic.Uint32
 	events    *events
 
-	stopFollow context.CancelFunc
-	followDone chan struct{}
-	closeOnce  sync.Once
+	eng       *engine.Engine
+	closeOnce sync.Once
 }
 
 // Parse parses the text of a wg-quick(8) file, resolving endpoint host
@@ -134,7 +132,7 @@ func OpenFile(ctx context.Context, path string, opts Options) (*Tunnel, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Open(ctx, cfg, opts)
+	return open(ctx, cfg, opts, path)
 }
 
 // OpenBytes opens a tunnel from the text of a wg-quick(8) file.
@@ -147,15 +145,22 @@ func OpenBytes(ctx context.Context, text []byte, opts Options) (*Tunnel, error) 
 }
 
 // Open starts a tunnel from cfg: a userspace stack with cfg's addresses,
-// a device on it with cfg's keys and peers, and a UDP socket (on cfg's
-// ListenPort, or one the system picks). ctx bounds the start only; the
-// tunnel runs until Close. Wg-quick's hooks and Table mean nothing here
-// and are ignored.
+// a device on it with cfg's keys and peers, and a UDP socket on
+// opts.Device.ListenPort if set, else on cfg's ListenPort, else on one the
+// system picks (an error matching device.ErrPortInUse when it cannot be
+// had). ctx bounds the start only; the tunnel runs until Close. Wg-quick's
+// hooks and Table mean nothing here: they are ignored, with a log line
+// that says so.
 //
 // gVisor logs through one process-wide target; the first Open takes it
 // over, and from then on its lines go to the Logf or Logger of every open
 // tunnel (to none when no tunnel is open).
 func Open(ctx context.Context, cfg *Config, opts Options) (*Tunnel, error) {
+	return open(ctx, cfg, opts, "config")
+}
+
+// open is Open with the configuration's source named in messages.
+func open(ctx context.Context, cfg *Config, opts Options, source string) (*Tunnel, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -170,27 +175,16 @@ func Open(ctx context.Context, cfg *Config, opts Options) (*Tunnel, error) {
 	for _, p := range cfg.Addresses {
 		t.addrs = append(t.addrs, p.Addr().Unmap())
 	}
-	nopts := opts.Netstack
-	nopts.Addresses = t.addrs
-	nopts.MTU = cmp.Or(cfg.MTU, nopts.MTU)
-	nopts.Logf = logf
-	ns, err := netstack.New(nopts)
-	if err != nil {
-		return nil, err
-	}
 	t.events = newEvents(opts.OnEvent)
-	dev, err := device.New(ns, conn.NewDefault(opts.Bind), t.deviceOptions(cfg, &opts, logf))
+	eng, err := engine.StartNetstack(cfg, opts.Netstack, engine.Options{
+		Logf: logf, Source: source, Device: t.deviceOptions(&opts), Bind: opts.Bind,
+		NoFollow: opts.NoFollow, Resolve: opts.resolveEndpoint(),
+	})
 	if err != nil {
-		ns.Close()
 		t.events.close()
 		return nil, err
 	}
-	if err := dev.Apply(cfg.Config); err != nil {
-		dev.Close()
-		t.events.close()
-		return nil, err
-	}
-	t.net, t.dev = ns, dev
+	t.eng, t.net, t.dev = eng, eng.Net, eng.Device
 	t.resolver = t.newResolver(cfg.DNS)
 	t.transport = &http.Transport{
 		DialContext:           t.DialContext,
@@ -200,21 +194,12 @@ func Open(ctx context.Context, cfg *Config, opts Options) (*Tunnel, error) {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	t.follow(cfg, &opts)
-	gvisorLogs.add(t, logf)
 	return t, nil
 }
 
-// deviceOptions are o.Device with the tunnel's logger, cfg's listen port
-// and the tunnel's event queue added.
-func (t *Tunnel) deviceOptions(cfg *Config, o *Options, logf func(string, ...any)) device.Options {
+// deviceOptions are o.Device with the tunnel's event queue added.
+func (t *Tunnel) deviceOptions(o *Options) device.Options {
 	dopts := o.Device
-	if dopts.Logf == nil {
-		dopts.Logf = logf
-	}
-	if cfg.Config.ListenPort != nil && dopts.ListenPort == 0 {
-		dopts.ListenPort = *cfg.Config.ListenPort
-	}
 	if theirs := dopts.OnPeerEvent; theirs != nil {
 		dopts.OnPeerEvent = func(e device.PeerEvent) {
 			theirs(e)
@@ -226,32 +211,12 @@ func (t *Tunnel) deviceOptions(cfg *Config, o *Options, logf func(string, ...any
 	return dopts
 }
 
-// follow keeps endpoints given as host names on their name's current
-// address, as the daemon does.
-func (t *Tunnel) follow(cfg *Config, o *Options) {
-	fctx, cancel := context.WithCancel(context.Background())
-	t.stopFollow, t.followDone = cancel, make(chan struct{})
-	if o.NoFollow || len(cfg.Names) == 0 {
-		close(t.followDone)
-		return
-	}
-	go func() {
-		defer close(t.followDone)
-		dnsfollow.Run(fctx, t.dev, dnsfollow.Static(cfg.Names), dnsfollow.Options{
-			Resolve: dnsfollow.Resolver(o.resolveEndpoint()), Logf: t.logf,
-		})
-	}()
-}
-
 // Close ends the tunnel: its connections are reset, its goroutines exit
 // and its socket closes. Closing twice is not an error.
 func (t *Tunnel) Close() error {
 	t.closeOnce.Do(func() {
-		gvisorLogs.remove(t)
-		t.stopFollow()
-		<-t.followDone
 		t.transport.CloseIdleConnections()
-		t.dev.Close()
+		t.eng.Close()
 		t.events.close()
 	})
 	return nil
@@ -272,7 +237,7 @@ func (t *Tunnel) Addresses() []netip.Addr { return append([]netip.Addr(nil), t.a
 func (t *Tunnel) Status() device.Status { return t.dev.Status() }
 
 // Apply changes the device's configuration at run time, atomically.
-func (t *Tunnel) Apply(cfg *device.Config) error { return t.dev.Apply(cfg) }
+func (t *Tunnel) Apply(cfg *device.Config) error { return t.eng.Apply(cfg) }
 
 // Ping sends one ICMP echo request to dst through the tunnel and waits
 // until ctx ends for the reply, returning the round-trip time.

@@ -12,11 +12,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/internal/bench"
-	"github.com/fips-go/fips-go/tun"
+	"github.com/fips-go/fips-go/internal/engine"
+	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/tun/netstack"
 	"github.com/urfave/cli/v3"
 )
@@ -83,6 +83,7 @@ type benchConfig struct {
 }
 
 type benchNode struct {
+	eng  *engine.Engine
 	ns   *netstack.Net
 	dev  *device.Device
 	addr netip.Addr
@@ -90,34 +91,31 @@ type benchNode struct {
 }
 
 func newBenchNode(addr netip.Addr, mtu int) (*benchNode, error) {
-	ns, err := netstack.New(netstack.Options{Addresses: []netip.Addr{addr}, MTU: mtu})
+	q, key, err := benchQuick(addr, mtu)
 	if err != nil {
 		return nil, err
 	}
-	dev, key, err := newBenchDevice(ns)
+	e, err := engine.StartNetstack(q, netstack.Options{}, engine.Options{})
 	if err != nil {
-		ns.Close()
 		return nil, err
 	}
-	return &benchNode{ns: ns, dev: dev, addr: addr, key: key}, nil
+	return &benchNode{eng: e, ns: e.Net, dev: e.Device, addr: addr, key: key}, nil
 }
 
-// newBenchDevice is a device on t with a fresh key, as both bench modes
-// start theirs. On error the caller still owns t.
-func newBenchDevice(t tun.Device) (*device.Device, noise.PrivateKey, error) {
+func (n *benchNode) close() { n.eng.Close() }
+
+// benchQuick is the configuration of a bench device: a fresh key and the
+// tunnel address addr.
+func benchQuick(addr netip.Addr, mtu int) (*ipc.QuickConfig, noise.PrivateKey, error) {
 	key, err := noise.GeneratePrivateKey(rand.Reader)
 	if err != nil {
 		return nil, key, err
 	}
-	dev, err := device.New(t, conn.NewDefault(conn.Options{}), device.Options{})
-	if err != nil {
-		return nil, key, err
-	}
-	if err := dev.Apply(&device.Config{PrivateKey: &key}); err != nil {
-		dev.Close()
-		return nil, key, err
-	}
-	return dev, key, nil
+	return &ipc.QuickConfig{
+		Config:    &device.Config{PrivateKey: &key},
+		Addresses: []netip.Prefix{netip.PrefixFrom(addr, addr.BitLen())},
+		MTU:       mtu,
+	}, key, nil
 }
 
 // peerWithKey adds a peer that n learns the endpoint of from its handshake.
@@ -150,12 +148,12 @@ func runBench(ctx context.Context, cfg benchConfig) error {
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	defer a.dev.Close()
+	defer a.close()
 	b, err := newBenchNode(netip.MustParseAddr("10.99.0.2"), cfg.mtu)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	defer b.dev.Close()
+	defer b.close()
 	if err := a.peerWith(b); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}

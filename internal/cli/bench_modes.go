@@ -17,6 +17,7 @@ import (
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/internal/bench"
+	"github.com/fips-go/fips-go/internal/engine"
 	"github.com/fips-go/fips-go/internal/proxy/socks5"
 	"github.com/fips-go/fips-go/internal/userns"
 	"github.com/fips-go/fips-go/tun"
@@ -169,6 +170,7 @@ func benchSource(addr string, streams int, d time.Duration) error {
 
 // nsBenchNode is one side of the userns bench: a device on a namespace's TUN.
 type nsBenchNode struct {
+	eng  *engine.Engine
 	sess *userns.Session
 	dev  *device.Device
 	key  noise.PrivateKey
@@ -186,12 +188,18 @@ func startNSBenchNode(self string, name string, addr netip.Addr, mtu int, args [
 		sess.Abort()
 		return nil, err
 	}
-	dev, key, err := newBenchDevice(t)
+	q, key, err := benchQuick(addr, mtu)
+	if err != nil {
+		t.Close()
+		sess.Abort()
+		return nil, err
+	}
+	e, err := engine.Start(t, q, engine.Options{})
 	if err != nil {
 		sess.Abort()
 		return nil, err
 	}
-	return &nsBenchNode{sess: sess, dev: dev, key: key, addr: addr}, nil
+	return &nsBenchNode{sess: sess, eng: e, dev: e.Device, key: key, addr: addr}, nil
 }
 
 func (n *nsBenchNode) peerWith(o *nsBenchNode) error {
@@ -200,7 +208,7 @@ func (n *nsBenchNode) peerWith(o *nsBenchNode) error {
 
 func (n *nsBenchNode) close() {
 	n.sess.Abort()
-	n.dev.Close()
+	n.eng.Close()
 }
 
 // runBenchUserns measures TCP between two namespaces' kernel stacks

@@ -243,7 +243,7 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig, st sett
 		return err
 	}
 	defer stopMetrics()
-	h, stopFollow, err := followNames(d, nil, logf)
+	h, stopFollow, err := followNames(d, logf)
 	if err != nil {
 		l.Close()
 		d.Close()

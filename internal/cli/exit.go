@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/internal/engine"
 	"github.com/fips-go/fips-go/internal/exit"
 	"github.com/fips-go/fips-go/internal/metrics"
 	"github.com/fips-go/fips-go/internal/rootless"
@@ -81,7 +82,7 @@ func parseCIDRs(flag string, vals []string) ([]netip.Prefix, error) {
 
 // startExit starts the relay on tn for o. listenPort and metricsAddr are
 // the exit's own listening sockets, which the policy protects.
-func startExit(tn *rootless.Netstack, o userspaceOptions) (*exit.Exit, error) {
+func startExit(tn *engine.Engine, o userspaceOptions) (*exit.Exit, error) {
 	listenPort := tn.Device.Status().ListenPort
 	self := []uint16{listenPort}
 	if _, port, err := net.SplitHostPort(o.metrics.addr); err == nil {

@@ -1,17 +1,15 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"maps"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/internal/dnsfollow"
+	"github.com/fips-go/fips-go/internal/engine"
 	"github.com/fips-go/fips-go/ipc"
 )
 
@@ -19,7 +17,7 @@ import (
 // names the daemon follows (set=fipsnames / get=fipsnames).
 type namedDevice struct {
 	*device.Device
-	names *dnsfollow.Table
+	names *engine.Follower
 	rel   *releaser
 	// extra, when set, adds counters of the mode's own (the rootless
 	// exit's) to Status.
@@ -91,25 +89,24 @@ func (n namedDevice) SetEndpointNames(names map[noise.PublicKey]string, replace 
 }
 
 func (n namedDevice) EndpointNames() map[noise.PublicKey]string {
-	return maps.Clone(n.names.Snapshot())
+	return n.names.Names()
 }
 
-// followNames makes d's endpoints given as host names (initial, and
-// what set=fipsnames brings later) follow the name when handshakes fail,
-// until stop is called. Every mode with a device serves the returned
-// handler on its UAPI socket, so that `fips-go setconf` can change them.
-func followNames(d *device.Device, initial map[noise.PublicKey]string, logf func(string, ...any)) (h namedDevice, stop func(), err error) {
-	t := dnsfollow.NewTable()
-	if err := t.Set(initial, true); err != nil {
+// followNames makes d's endpoints given as host names (none at first:
+// what set=fipsnames brings) follow the name when handshakes fail, until
+// stop is called, and returns the handler the daemon serves on its UAPI
+// socket, so that `fips-go setconf` can change them.
+func followNames(d *device.Device, logf func(string, ...any)) (h namedDevice, stop func(), err error) {
+	f, err := engine.Follow(d, nil, engine.FollowOptions{Logf: logf})
+	if err != nil {
 		return namedDevice{}, nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		dnsfollow.Run(ctx, d, t.Snapshot, dnsfollow.Options{Logf: logf, Changed: t.Changed()})
-	}()
-	return namedDevice{Device: d, names: t, rel: new(releaser)}, func() { cancel(); <-done }, nil
+	return engineHandler(&engine.Engine{Device: d, Names: f}), f.Stop, nil
+}
+
+// engineHandler is the UAPI handler of e's device and followed names.
+func engineHandler(e *engine.Engine) namedDevice {
+	return namedDevice{Device: e.Device, names: e.Names, rel: new(releaser)}
 }
 
 // sendNames hands a config file's endpoint names to the daemon after its

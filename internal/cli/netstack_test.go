@@ -59,7 +59,7 @@ func TestUserspaceNetstackModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer far.dev.Close()
+	defer far.close()
 	uecho, err := far.ns.ListenUDPAddrPort(netip.MustParseAddrPort("10.0.0.1:7"))
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +115,7 @@ func TestUserspaceNetstackModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	near.dev.Close()
+	near.close()
 	conf := filepath.Join(t.TempDir(), "wg0.conf")
 	text := fmt.Sprintf("[Interface]\nPrivateKey = %s\nAddress = 10.0.0.2/24\nDNS = 10.0.0.1\n\n[Peer]\nPublicKey = %s\nEndpoint = 127.0.0.1:%d\nAllowedIPs = 10.0.0.0/24\n",
 		near.key.Base64(), far.key.PublicKey().String(), far.dev.Status().ListenPort)
@@ -243,7 +243,7 @@ func TestListenUAPINextFreeName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer n.dev.Close()
+	defer n.close()
 	dir := filepath.Join(t.TempDir(), "sock")
 	o := userspaceOptions{name: "fipsgo0", socketDir: dir, logf: t.Logf}
 	l1, err := listenUAPI(o, n.dev)

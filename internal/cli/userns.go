@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"strings"
 
-	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/internal/rootless"
 	"github.com/fips-go/fips-go/ipc"
 )
@@ -39,9 +38,7 @@ func runUserspaceCmd(o userspaceOptions, args []string) error {
 		}
 	}
 	cmd, err := rootless.StartCommand(rootless.CommandOptions{
-		Config: o.cfg, Name: o.name, MTU: o.mtu, Addresses: o.prefixes,
-		DNS: o.dns, DNSSearch: o.dnsSearch, Args: args,
-		Device: device.Options{Logf: o.logf}, Bind: o.settings.bind(o.logf),
+		Config: o.quick(), Name: o.name, Args: args, Engine: o.engineOptions(),
 	})
 	var nsErr *rootless.NamespaceError
 	if errors.As(err, &nsErr) && !errors.Is(err, exec.ErrNotFound) {
@@ -56,11 +53,7 @@ func runUserspaceCmd(o userspaceOptions, args []string) error {
 		return err
 	}
 	defer stopMetrics()
-	h, stopFollow, err := followNames(cmd.Device, o.names, o.logf)
-	if err != nil {
-		return err
-	}
-	defer stopFollow()
+	h := engineHandler(cmd.Engine)
 	if o.socketDir != "" {
 		l, err := listenUAPI(o, h)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/engine"
 	"github.com/fips-go/fips-go/internal/exit"
 	"github.com/fips-go/fips-go/internal/metrics"
 	"github.com/fips-go/fips-go/internal/proxy"
@@ -92,6 +93,8 @@ type readyKey struct{}
 type userspaceOptions struct {
 	cfg        *device.Config
 	names      map[noise.PublicKey]string // peers whose Endpoint is a host name
+	ignored    []string                   // the file's wg-quick lines that mean nothing here
+	source     string                     // the config file's path
 	metrics    metricsConfig
 	settings   settings
 	reverses   []rootless.Reverse
@@ -140,10 +143,7 @@ func userspaceOptionsFrom(c *cli.Command) (userspaceOptions, error) {
 	if err != nil {
 		return o, err
 	}
-	if len(q.Ignored) > 0 {
-		o.logf("%s: ignoring %s (wg-quick hooks and routing tables need root)", c.String("config"), strings.Join(q.Ignored, ", "))
-	}
-	o.cfg, o.names = q.Config, q.Names
+	o.cfg, o.names, o.ignored, o.source = q.Config, q.Names, q.Ignored, c.String("config")
 	if err := o.applyFile(q, c); err != nil {
 		return o, err
 	}
@@ -211,6 +211,19 @@ func (o *userspaceOptions) applyFile(q *ipc.QuickConfig, c *cli.Command) error {
 	return nil
 }
 
+// quick is the configuration as the file and the flags give it.
+func (o *userspaceOptions) quick() *ipc.QuickConfig {
+	return &ipc.QuickConfig{
+		Config: o.cfg, Addresses: o.prefixes, DNS: o.dns, DNSSearch: o.dnsSearch,
+		MTU: o.mtu, Names: o.names, Ignored: o.ignored,
+	}
+}
+
+// engineOptions start the mode's device.
+func (o *userspaceOptions) engineOptions() engine.Options {
+	return engine.Options{Logf: o.logf, Source: o.source, Bind: o.settings.bind(o.logf)}
+}
+
 // netstackMode reports whether a netstack mode was asked for.
 func (o *userspaceOptions) netstackMode() bool {
 	return len(o.forwards)+len(o.reverses) > 0 || o.socks5 != "" || o.httpProxy != "" || o.ping.IsValid() || o.exit.on
@@ -275,16 +288,13 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 	}
 	defer stopProfile()
 	defer o.settings.writeHeapProfile(o.name, o.logf)
-	nso := rootless.NetstackOptions{
-		Config: o.cfg, Addresses: o.addrs, MTU: o.mtu, Name: o.name,
-		Device: device.Options{Logf: o.logf}, Bind: o.settings.bind(o.logf),
-	}
+	nso := netstack.Options{Name: o.name}
 	if o.exit.on {
 		// The exit's stack forwards, and sends bulk data to many flows at
 		// once: ACK thinning and timer slack are for that.
 		nso.Promiscuous, nso.ACKHold, nso.TimerSlack = true, exit.ACKHold, exit.TimerSlack
 	}
-	tn, err := rootless.OpenNetstack(nso)
+	tn, err := engine.StartNetstack(o.quick(), nso, o.engineOptions())
 	if err != nil {
 		return err
 	}
@@ -313,11 +323,7 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 		return err
 	}
 	defer stopMetrics()
-	h, stopFollow, err := followNames(tn.Device, o.names, o.logf)
-	if err != nil {
-		return err
-	}
-	defer stopFollow()
+	h := engineHandler(tn)
 	h.extra = showCounters(src)
 	if o.socketDir != "" {
 		l, err := listenUAPI(o, h)

@@ -23,7 +23,7 @@ func TestUserspaceForward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer far.dev.Close()
+	defer far.close()
 	// An echo service inside the tunnel, on the far side.
 	ln, err := far.ns.ListenTCPAddrPort(netip.MustParseAddrPort("10.0.0.1:7"))
 	if err != nil {
@@ -45,7 +45,7 @@ func TestUserspaceForward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	near.dev.Close()
+	near.close()
 	nearPub := near.key.PublicKey()
 	farPub := far.key.PublicKey()
 	conf := filepath.Join(t.TempDir(), "wg0.conf")

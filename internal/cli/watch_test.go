@@ -18,12 +18,12 @@ func TestShowWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.dev.Close()
+	defer a.close()
 	b, err := newBenchNode(netip.MustParseAddr("10.99.0.2"), 1420)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.dev.Close()
+	defer b.close()
 	if err := a.peerWith(b); err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,17 @@
 package rootless
 
 import (
+	"cmp"
 	"net/netip"
 	"os"
 	"syscall"
 
-	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/internal/engine"
 	"github.com/fips-go/fips-go/internal/userns"
+	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/tun"
+	"github.com/fips-go/fips-go/tun/netstack"
 )
 
 // CommandOptions configure a command run in a new user and network
@@ -18,24 +21,17 @@ import (
 // program works unchanged. The program must call the namespace child's
 // entry point first thing in main (fips-go's does).
 type CommandOptions struct {
-	// Config is applied at start; its peers' allowed IPs are routed
-	// through the TUN, and its ListenPort, if set, is the UDP port opened.
-	Config *device.Config
-	// Name and MTU are the TUN's inside the namespace (defaults fipsgo0
-	// and 1420).
+	// Config is applied at start: its peers' allowed IPs are routed
+	// through the TUN, its Addresses are the TUN's, its MTU the TUN's
+	// (default 1420), and its DNS and DNSSearch make the namespace's
+	// resolv.conf (both empty: the host's).
+	Config *ipc.QuickConfig
+	// Name is the TUN's inside the namespace (default fipsgo0).
 	Name string
-	MTU  int
-	// Addresses are the TUN's addresses with their subnets.
-	Addresses []netip.Prefix
-	// DNS and DNSSearch make the namespace's resolv.conf (both empty:
-	// the host's).
-	DNS       []netip.Addr
-	DNSSearch []string
 	// Args is the command and its arguments, Args[0] looked up in PATH.
 	Args []string
-	// Device and Bind are passed to device.New and conn.NewDefault.
-	Device device.Options
-	Bind   conn.Options
+	// Engine starts the device (see engine.Start).
+	Engine engine.Options
 }
 
 // NamespaceError is StartCommand's error when the namespace or its TUN
@@ -48,53 +44,38 @@ func (e *NamespaceError) Unwrap() error { return e.Err }
 // Command is a namespace with its device running and the command not yet
 // started.
 type Command struct {
-	Device *device.Device
-	sess   *userns.Session
-	logf   func(string, ...any)
+	*engine.Engine
+	sess *userns.Session
+	logf func(string, ...any)
 }
 
 // StartCommand makes the namespace and serves its TUN; Run then starts the
 // command. Call Close when done with a Command.
 func StartCommand(o CommandOptions) (*Command, error) {
+	q := o.Config
+	mtu := cmp.Or(q.MTU, netstack.DefaultMTU)
 	sess, err := userns.Start(userns.Options{
-		Name: o.Name, MTU: o.MTU, Addresses: o.Addresses, Routes: AllowedRoutes(o.Config),
-		DNS: o.DNS, DNSSearch: o.DNSSearch, Args: o.Args,
+		Name: o.Name, MTU: mtu, Addresses: q.Addresses, Routes: AllowedRoutes(q.Config),
+		DNS: q.DNS, DNSSearch: q.DNSSearch, Args: o.Args,
 	})
 	if err != nil {
 		return nil, &NamespaceError{err}
 	}
-	dev, err := serveTUN(sess.TUN, o)
+	t, err := tun.CreateDetached(sess.TUN, mtu)
 	if err != nil {
 		sess.Abort()
 		return nil, err
 	}
-	logf := o.Device.Logf
+	eng, err := engine.Start(t, q, o.Engine)
+	if err != nil {
+		sess.Abort()
+		return nil, err
+	}
+	logf := o.Engine.Logf
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	return &Command{Device: dev, sess: sess, logf: logf}, nil
-}
-
-// serveTUN runs a device on the namespace's TUN with its bind here.
-func serveTUN(fd int, o CommandOptions) (*device.Device, error) {
-	t, err := tun.CreateDetached(fd, o.MTU)
-	if err != nil {
-		return nil, err
-	}
-	dopts := o.Device
-	if o.Config.ListenPort != nil && dopts.ListenPort == 0 {
-		dopts.ListenPort = *o.Config.ListenPort
-	}
-	dev, err := device.New(t, conn.NewDefault(o.Bind), dopts)
-	if err != nil {
-		t.Close()
-		return nil, err
-	}
-	if err := dev.Apply(o.Config); err != nil {
-		dev.Close()
-		return nil, err
-	}
-	return dev, nil
+	return &Command{Engine: eng, sess: sess, logf: logf}, nil
 }
 
 // Run starts the command and waits for it, passing on each signal from
@@ -126,7 +107,7 @@ func (c *Command) Run(sigs <-chan os.Signal) (int, error) {
 // device.
 func (c *Command) Close() {
 	c.sess.Abort()
-	c.Device.Close()
+	c.Engine.Close()
 }
 
 // AllowedRoutes are the peers' allowed IPs in cfg, each once.
