@@ -9,6 +9,15 @@
 // and so no direction; a capture of both directions shows each conversation
 // as the hosts saw it.
 //
+// A tunnel captures by wrapping its TUN before the device gets it:
+//
+//	w, err := pcap.NewWriter(file, nil)
+//	...
+//	dev = pcap.Wrap(dev, w) // dev.Close also flushes and closes w
+//
+// The file grows with the traffic; a destination that must stay small
+// limits itself (a write error stops the capture cleanly).
+//
 //	global header (little-endian, as the magic tells a reader)
 //	+----------------+-------+-------+----------+---------+----------+----------+
 //	| magic a1b23c4d | major | minor | thiszone | sigfigs | snaplen  | linktype |

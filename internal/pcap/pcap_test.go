@@ -182,16 +182,16 @@ var errDiskFull = errors.New("disk full")
 
 // failWriter accepts limit bytes, then fails every write.
 type failWriter struct {
-	mu           sync.Mutex
-	limit, calls int
-	buf          bytes.Buffer
+	mu            sync.Mutex
+	limit, failed int // failed counts the writes refused
+	buf           bytes.Buffer
 }
 
 func (f *failWriter) Write(p []byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls++
 	if f.buf.Len()+len(p) > f.limit {
+		f.failed++
 		return 0, errDiskFull
 	}
 	return f.buf.Write(p)
