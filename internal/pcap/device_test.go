@@ -313,3 +313,32 @@ func (l liarSizes) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	}
 	return len(bufs), nil
 }
+
+// rewriter is a Device whose Write rewrites the packets in place, as the
+// kernel TUN does to the head of each run it coalesces.
+type rewriter struct{ *memtun.Device }
+
+func (r rewriter) Write(bufs [][]byte, offset int) (int, error) {
+	for _, b := range bufs {
+		b[offset+2], b[offset+3] = 0xff, 0xff // the IPv4 total length
+	}
+	return len(bufs), nil
+}
+
+// TestWrapRecordsWritesAsGiven checks that a batch is recorded before the
+// TUN may change it: the capture holds the packets the tunnel delivered.
+func TestWrapRecordsWritesAsGiven(t *testing.T) {
+	var file bytes.Buffer
+	w, err := NewWriter(&file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := Wrap(rewriter{memtun.New("", 0, 0)}, w)
+	if _, err := dev.Write(withHeadroom(inbound(0), inbound(2)), tun.Headroom); err != nil {
+		t.Fatal(err)
+	}
+	r := parse(t, file.Bytes()).records
+	if len(r) != 2 || !bytes.Equal(r[0].data, inbound(0)) || !bytes.Equal(r[1].data, inbound(2)) {
+		t.Fatalf("recorded %d packets, not the ones given to Write", len(r))
+	}
+}

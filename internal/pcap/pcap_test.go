@@ -235,3 +235,21 @@ func TestWriteBatchAllocatesNothing(t *testing.T) {
 		t.Fatalf("writeBatch allocates %v times", n)
 	}
 }
+
+func BenchmarkWriteBatch(b *testing.B) {
+	w, err := NewWriter(io.Discard, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bufs := make([][]byte, 64)
+	sizes := make([]int, len(bufs))
+	for i := range bufs {
+		bufs[i] = make([]byte, 16+1420)
+		sizes[i] = 1420
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(bufs) * 1420))
+	for b.Loop() {
+		w.writeBatch(bufs, sizes, 16)
+	}
+}
