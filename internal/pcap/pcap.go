@@ -42,13 +42,13 @@ import (
 
 // File format constants.
 const (
-	// MagicNano is the global header's magic for nanosecond timestamps.
-	MagicNano = 0xa1b23c4d
-	// SnapLen is the most bytes of one packet a record holds, the value
+	// magicNano is the global header's magic for nanosecond timestamps.
+	magicNano = 0xa1b23c4d
+	// snapLen is the most bytes of one packet a record holds, the value
 	// tcpdump uses; a TUN's packets are at most 64 KiB, so none is cut.
-	SnapLen = 262144
-	// LinkTypeRaw is LINKTYPE_RAW: records are bare IPv4 or IPv6 packets.
-	LinkTypeRaw = 101
+	snapLen = 262144
+	// linkTypeRaw is LINKTYPE_RAW: records are bare IPv4 or IPv6 packets.
+	linkTypeRaw = 101
 
 	globalHeaderLen = 24
 	recordHeaderLen = 16
@@ -92,12 +92,12 @@ func NewWriter(w io.Writer, now func() time.Time) (*Writer, error) {
 	pw := &Writer{now: now, bw: bufio.NewWriterSize(w, bufSize)}
 	var h [globalHeaderLen]byte
 	le := binary.LittleEndian
-	le.PutUint32(h[0:], MagicNano)
+	le.PutUint32(h[0:], magicNano)
 	le.PutUint16(h[4:], 2) // version 2.4, the only one readers know
 	le.PutUint16(h[6:], 4)
 	// thiszone and sigfigs stay 0: timestamps are UTC.
-	le.PutUint32(h[16:], SnapLen)
-	le.PutUint32(h[20:], LinkTypeRaw)
+	le.PutUint32(h[16:], snapLen)
+	le.PutUint32(h[20:], linkTypeRaw)
 	pw.bw.Write(h[:])
 	if err := pw.bw.Flush(); err != nil {
 		return nil, fmt.Errorf("pcap: writing the file header: %w", err)
@@ -155,7 +155,7 @@ func stamp(t time.Time) timestamp {
 
 // record buffers one record. Called with mu held.
 func (w *Writer) record(ts timestamp, pkt []byte) {
-	incl := min(len(pkt), SnapLen)
+	incl := min(len(pkt), snapLen)
 	le := binary.LittleEndian
 	le.PutUint32(w.hdr[0:], ts.sec)
 	le.PutUint32(w.hdr[4:], ts.nsec)

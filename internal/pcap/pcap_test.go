@@ -132,11 +132,11 @@ func TestSnapLenCutsRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	big := make([]byte, SnapLen+100)
-	big[SnapLen-1] = 7
+	big := make([]byte, snapLen+100)
+	big[snapLen-1] = 7
 	w.writeBatch([][]byte{big}, nil, 0)
 	r := parse(t, buf.Bytes()).records
-	if len(r) != 1 || r[0].incl != SnapLen || r[0].orig != SnapLen+100 || r[0].data[SnapLen-1] != 7 {
+	if len(r) != 1 || r[0].incl != snapLen || r[0].orig != snapLen+100 || r[0].data[snapLen-1] != 7 {
 		t.Fatalf("records %d, incl/orig %d/%d", len(r), r[0].incl, r[0].orig)
 	}
 }
