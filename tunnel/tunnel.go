@@ -60,6 +60,12 @@ type Options struct {
 	// dropped and the next Event says how many (Dropped). OnEvent must not
 	// call Close; it is not called once Close has returned.
 	OnEvent func(Event)
+	// Capture, if set, receives the tunnel's inner packets, both ways, in
+	// the pcap format that tcpdump -r and Wireshark read (link type RAW:
+	// bare IP packets). Packets are written as they pass, so a slow
+	// writer slows the tunnel; the file grows with the traffic. Open
+	// does not close it; write it to a file and close that after Close.
+	Capture io.Writer
 	// NoFollow turns off following endpoints given as host names.
 	NoFollow bool
 	// ResolveEndpoint looks up endpoint host names, outside the tunnel,
@@ -178,7 +184,7 @@ func open(ctx context.Context, cfg *Config, opts Options, source string) (*Tunne
 	t.events = newEvents(opts.OnEvent)
 	eng, err := engine.StartNetstack(cfg, opts.Netstack, engine.Options{
 		Logf: logf, Source: source, Device: t.deviceOptions(&opts), Bind: opts.Bind,
-		NoFollow: opts.NoFollow, Resolve: opts.resolveEndpoint(),
+		NoFollow: opts.NoFollow, Resolve: opts.resolveEndpoint(), Capture: opts.Capture,
 	})
 	if err != nil {
 		t.events.close()

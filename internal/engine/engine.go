@@ -10,11 +10,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"strings"
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/internal/pcap"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/tun"
 	"github.com/fips-go/fips-go/tun/netstack"
@@ -29,6 +31,9 @@ type Options struct {
 	// non-zero Device.ListenPort wins over the configuration's.
 	Device device.Options
 	Bind   conn.Options
+	// Capture, if set, receives the tunnel's inner packets, both ways, as
+	// a pcap file (see package pcap); the engine does not close it.
+	Capture io.Writer
 	// Source names the configuration in messages (a file's path).
 	Source string
 	// NoFollow turns off following endpoints given as host names.
@@ -73,6 +78,14 @@ func Start(t tun.Device, q *ipc.QuickConfig, o Options) (*Engine, error) {
 	dopts := o.Device
 	if dopts.Logf == nil {
 		dopts.Logf = logf
+	}
+	if o.Capture != nil {
+		w, err := pcap.NewWriter(o.Capture, nil)
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("engine: capture: %w", err)
+		}
+		t = pcap.Wrap(t, w)
 	}
 	cfg := *q.Config
 	dopts.ListenPort = ListenPort(dopts.ListenPort, cfg.ListenPort)
