@@ -12,26 +12,6 @@ import (
 	"strings"
 )
 
-// newResolver asks the configuration's name servers, through the tunnel.
-// The Go resolver still reads the host's /etc/hosts and resolv.conf
-// options (search domains, timeouts); only where it sends queries changes.
-func (t *Tunnel) newResolver(servers []netip.Addr) *net.Resolver {
-	if len(servers) == 0 {
-		return nil
-	}
-	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var first error
-		for _, s := range servers {
-			c, err := t.dial(ctx, network, netip.AddrPortFrom(s, 53))
-			if err == nil {
-				return c, nil
-			}
-			first = cmp.Or(first, err)
-		}
-		return nil, first
-	}}
-}
-
 // dial connects to ap, whose family the caller has checked, without the
 // round trip through a string that netstack's DialContext would take.
 func (t *Tunnel) dial(ctx context.Context, network string, ap netip.AddrPort) (net.Conn, error) {
@@ -60,66 +40,10 @@ func fits(ipnet string, a netip.Addr) bool {
 	return ipnet == "ip" || (ipnet == "ip4") == a.Is4()
 }
 
-// LookupNetIP looks host up with the configuration's DNS servers, through
-// the tunnel; network is "ip", "ip4" or "ip6". An IP address is returned
-// as it is. Without DNS servers it fails with ErrNoDNS. It is Go's own
-// resolver with only its transport changed, so the host's /etc/hosts
-// still answers first and resolv.conf's search domains and timeouts
-// still apply.
-func (t *Tunnel) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
-	if a, err := netip.ParseAddr(host); err == nil {
-		return []netip.Addr{a.Unmap()}, nil
-	}
-	if t.resolver == nil {
-		return nil, fmt.Errorf("tunnel: lookup %s: %w", host, ErrNoDNS)
-	}
-	var first error
-	for _, name := range t.searchNames(host) {
-		got, err := t.resolver.LookupNetIP(ctx, network, name)
-		if err == nil {
-			for i := range got {
-				got[i] = got[i].Unmap()
-			}
-			return got, nil
-		}
-		first = cmp.Or(first, err)
-	}
-	return nil, first
-}
-
-// searchNames is host as the configuration's search domains (DNS entries
-// that are not addresses) complete it, each made absolute, then host: a
-// name without a dot is tried in each domain first, as wg-quick's
-// resolv.conf would have it.
-func (t *Tunnel) searchNames(host string) []string {
-	if strings.Contains(host, ".") || len(t.search) == 0 {
-		return []string{host}
-	}
-	names := make([]string, 0, len(t.search)+1)
-	for _, d := range t.search {
-		names = append(names, host+"."+strings.TrimSuffix(d, ".")+".")
-	}
-	return append(names, host)
-}
-
-// LookupHost is LookupNetIP for both families, as strings.
-func (t *Tunnel) LookupHost(ctx context.Context, host string) ([]string, error) {
-	addrs, err := t.LookupNetIP(ctx, "ip", host)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, len(addrs))
-	for i, a := range addrs {
-		out[i] = a.String()
-	}
-	return out, nil
-}
-
 // DialContext connects to address through the tunnel over network "tcp",
 // "tcp4", "tcp6", "udp", "udp4" or "udp6", as net.Dialer.DialContext
-// does. A host name is resolved with the configuration's DNS servers
-// inside the tunnel (ErrNoDNS when there are none), and its addresses of
-// the tunnel's IP families are tried in turn.
+// does. A host name is resolved as LookupNetIP does, and its addresses
+// of the tunnel's IP families are tried in turn.
 func (t *Tunnel) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	ipnet := ipNetwork(network)
 	if ipnet == "" {

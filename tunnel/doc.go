@@ -15,11 +15,17 @@
 // # Using
 //
 // DialContext has the signature of net.Dialer.DialContext, so it plugs
-// into anything that takes a dial function; host names are resolved with
-// the configuration's DNS servers through the tunnel (ErrNoDNS when it
-// names none). HTTPClient returns an *http.Client built on it. Listen and
-// ListenPacket accept connections and datagrams on the tunnel's addresses;
-// LookupNetIP and LookupHost resolve names; Ping sends ICMP echo requests.
+// into anything that takes a dial function. HTTPClient returns an
+// *http.Client built on it. Listen and ListenPacket accept connections
+// and datagrams on the tunnel's addresses; LookupNetIP and LookupHost
+// resolve names; Ping sends ICMP echo requests.
+//
+// A tunnel's names come from its configuration only: Options.Hosts first,
+// then the DNS servers in order, asked through the tunnel, with the
+// search domains for names without a dot (ErrNoDNS when a name is not in
+// Hosts and there is no server). The host's /etc/hosts, resolv.conf and
+// search domains play no part, so "localhost" means what the tunnel's
+// DNS says, not this machine.
 //
 // WireGuard starts a handshake only when there is something to send;
 // WaitHandshake starts one and waits for it, so a program can tell "the

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/internal/dnsclient"
 	"github.com/fips-go/fips-go/internal/engine"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/tun/netstack"
@@ -31,7 +32,7 @@ type Config = ipc.QuickConfig
 var (
 	// ErrNoDNS: a host name was given, but the configuration names no DNS
 	// server to resolve it with inside the tunnel.
-	ErrNoDNS = errors.New("tunnel: no DNS server configured (add DNS = <address> to [Interface])")
+	ErrNoDNS = errors.New("tunnel: no DNS server configured (add DNS = <address> to [Interface], or the name to Options.Hosts)")
 	// ErrNoAddress: the configuration gives the tunnel no address.
 	ErrNoAddress = errors.New("tunnel: no Address in [Interface]")
 	// ErrNoPeers: WaitHandshake was called on a tunnel without peers.
@@ -72,6 +73,11 @@ type Options struct {
 	// when parsing a file and when following them (nil: the system
 	// resolver, 10 s per lookup).
 	ResolveEndpoint func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Hosts are names the tunnel knows without DNS (ASCII case and a
+	// trailing dot ignored), answered before the configuration's DNS
+	// servers are asked, also when it names none. A name here is never
+	// asked of a server, even for a family it has no address of.
+	Hosts map[string][]netip.Addr
 }
 
 func (o *Options) logf() func(string, ...any) {
@@ -101,9 +107,9 @@ func (o *Options) resolveEndpoint() func(ctx context.Context, host string) ([]ne
 type Tunnel struct {
 	net       *netstack.Net
 	dev       *device.Device
-	addrs     []netip.Addr  // the stack's own addresses
-	search    []string      // the search domains of the configuration's DNS
-	resolver  *net.Resolver // nil when the configuration names no DNS server
+	addrs     []netip.Addr // the stack's own addresses
+	search    []string     // the search domains of the configuration's DNS
+	resolver  *dnsclient.Resolver
 	transport *http.Transport
 	logf      func(string, ...any)
 	pingSeq   atomic.Uint32
@@ -191,7 +197,7 @@ func open(ctx context.Context, cfg *Config, opts Options, source string) (*Tunne
 		return nil, err
 	}
 	t.eng, t.net, t.dev = eng, eng.Net, eng.Device
-	t.resolver = t.newResolver(cfg.DNS)
+	t.resolver = t.newResolver(cfg.DNS, opts.Hosts)
 	t.transport = &http.Transport{
 		DialContext:           t.DialContext,
 		ForceAttemptHTTP2:     true,

@@ -336,7 +336,7 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 	svc, err := rootless.Start(ctx, tn.Net, o.addrs, rootless.Options{
 		Forwards: o.forwards, Reverses: o.reverses,
 		SOCKS5: o.socks5, SOCKS5User: user, SOCKS5Password: pass, HTTP: o.httpProxy,
-		DNS: o.dns, MaxConns: o.maxConns, IdleTimeout: o.idle,
+		DNS: o.dns, DNSSearch: o.dnsSearch, MaxConns: o.maxConns, IdleTimeout: o.idle,
 		Logf: o.logf, Notef: o.notef,
 	})
 	if err != nil {

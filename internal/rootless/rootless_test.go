@@ -2,13 +2,16 @@ package rootless
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/internal/dnstest"
 	"github.com/fips-go/fips-go/tun/netstack"
 )
 
@@ -59,8 +62,41 @@ func TestStartFailsWhole(t *testing.T) {
 	s.Close()
 }
 
-func TestTunnelResolverNeedsServers(t *testing.T) {
-	if TunnelResolver(nil, nil, nil) != nil {
+func TestResolverNeedsServers(t *testing.T) {
+	if (&Services{}).resolver() != nil {
 		t.Fatal("a resolver without name servers")
+	}
+}
+
+// The proxies' resolver asks the configured servers in order, through
+// the stack, with the search domains, and nothing of the host's: a
+// silent server passes the question on, and localhost is not the host's.
+func TestResolverAsksTunnelServers(t *testing.T) {
+	self := netip.MustParseAddr("10.0.0.2")
+	ns, err := netstack.New(netstack.Options{Addresses: []netip.Addr{self}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	pc, err := ns.ListenUDPAddrPort(netip.AddrPortFrom(self, 53))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	go dnstest.Serve(pc, "web.internal.", self)
+	s := &Services{ns: ns, addrs: []netip.Addr{self}, o: Options{
+		DNS: []netip.Addr{netip.MustParseAddr("192.0.2.1"), self}, DNSSearch: []string{"internal"},
+	}}
+	resolve := s.resolver()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if got, err := resolve(ctx, "web"); err != nil || got != self {
+		t.Fatalf("web: got %v, %v; want %v", got, err, self)
+	}
+	s.o.DNS = s.o.DNS[1:] // spare the silent server's timeouts
+	_, err = s.resolver()(ctx, "localhost")
+	var dnsErr *net.DNSError
+	if !errors.As(err, &dnsErr) || !dnsErr.IsNotFound || dnsErr.Server != netip.AddrPortFrom(self, 53).String() {
+		t.Fatalf("localhost: %v, want not found from %v", err, self)
 	}
 }

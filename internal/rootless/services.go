@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fips-go/fips-go/internal/dnsclient"
 	"github.com/fips-go/fips-go/internal/proxy"
 	"github.com/fips-go/fips-go/internal/proxy/httpproxy"
 	"github.com/fips-go/fips-go/internal/proxy/socks5"
@@ -42,8 +43,10 @@ type Options struct {
 	// clients (RFC 1929).
 	SOCKS5User, SOCKS5Password string
 	// DNS are the name servers inside the tunnel that the proxies resolve
-	// host names with (none: the proxies take addresses only).
-	DNS []netip.Addr
+	// host names with, in order (none: the proxies take addresses only);
+	// DNSSearch the domains a name without a dot is tried in first.
+	DNS       []netip.Addr
+	DNSSearch []string
 	// MaxConns caps the connections (and UDP flows) open at once, per
 	// proxy and across the forwards (default proxy.DefaultMaxConns).
 	MaxConns int
@@ -173,7 +176,7 @@ func (s *Services) reverses() error {
 
 func (s *Services) proxies() error {
 	o, ns := s.o, s.ns
-	resolve := TunnelResolver(ns, o.DNS, s.addrs)
+	resolve := s.resolver()
 	dial := func(ctx context.Context, ap netip.AddrPort) (net.Conn, error) { return ns.DialTCPAddrPort(ctx, ap) }
 	if o.SOCKS5 != "" {
 		ln, err := net.Listen("tcp", o.SOCKS5)
@@ -209,4 +212,46 @@ func (s *Services) proxies() error {
 		o.Notef("HTTP proxy on %v", ln.Addr())
 	}
 	return nil
+}
+
+// resolver resolves names with the tunnel's name servers and search
+// domains, asked through the stack and nothing of the host's, to one
+// address of a family the tunnel has, IPv4 first. It is nil without
+// servers.
+func (s *Services) resolver() proxy.Resolver {
+	if len(s.o.DNS) == 0 {
+		return nil
+	}
+	servers := make([]netip.AddrPort, len(s.o.DNS))
+	for i, a := range s.o.DNS {
+		servers[i] = netip.AddrPortFrom(a, 53)
+	}
+	ns := s.ns
+	r := dnsclient.New(dnsclient.Config{Servers: servers, Search: s.o.DNSSearch,
+		Dial: func(ctx context.Context, network string, ap netip.AddrPort) (net.Conn, error) {
+			return ns.DialContext(ctx, network, ap.String())
+		}})
+	have4, have6 := families(s.addrs)
+	network := "ip" // only the families the tunnel has are asked for
+	switch {
+	case have4 && !have6:
+		network = "ip4"
+	case have6 && !have4:
+		network = "ip6"
+	}
+	return func(ctx context.Context, host string) (netip.Addr, error) {
+		got, err := r.LookupNetIP(ctx, network, host)
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		for _, want6 := range []bool{false, true} {
+			for _, a := range got {
+				a = a.Unmap()
+				if a.Is6() == want6 && ((want6 && have6) || (!want6 && have4)) {
+					return a, nil
+				}
+			}
+		}
+		return netip.Addr{}, fmt.Errorf("%s has no address of the tunnel's IP families", host)
+	}
 }
