@@ -17,8 +17,12 @@
 // DialContext has the signature of net.Dialer.DialContext, so it plugs
 // into anything that takes a dial function. HTTPClient returns an
 // *http.Client built on it. Listen and ListenPacket accept connections
-// and datagrams on the tunnel's addresses; LookupNetIP and LookupHost
-// resolve names; Ping sends ICMP echo requests.
+// and datagrams on the tunnel's addresses (with "tcp" or "udp" and
+// ":port", of both families when it has both); LookupNetIP and
+// LookupHost resolve names; Ping sends ICMP echo requests. WhoIs tells a
+// server which peer a connection's remote address belongs to, so that it
+// can authorise by peer. Options.Capture records the inner packets as a
+// pcap file.
 //
 // A tunnel's names come from its configuration only: Options.Hosts first,
 // then the DNS servers in order, asked through the tunnel, with the
@@ -26,6 +30,12 @@
 // Hosts and there is no server). The host's /etc/hosts, resolv.conf and
 // search domains play no part, so "localhost" means what the tunnel's
 // DNS says, not this machine.
+//
+// The tunnel says what it cannot do, at once: a dial, ping or datagram to
+// an address no peer's AllowedIPs hold fails with ErrNoRoute (in a
+// *net.OpError naming the address) instead of waiting out its deadline;
+// Listen refuses an address the tunnel does not own; and once the tunnel
+// is closed, its operations fail with errors matching net.ErrClosed.
 //
 // WireGuard starts a handshake only when there is something to send;
 // WaitHandshake starts one and waits for it, so a program can tell "the
@@ -38,6 +48,18 @@
 // Endpoints given as host names are resolved at start and, when
 // handshakes to them fail, again, as the daemon does (Options.NoFollow
 // turns that off).
+//
+// # Keys
+//
+// NewPrivateKey makes a key; its PublicKey method gives the key peers
+// name it by, and Base64 the form a config file takes, so a program can
+// write a config without wg(8):
+//
+//	priv := tunnel.NewPrivateKey()
+//	conf := "[Interface]\nPrivateKey = " + priv.Base64() + "\n..."
+//	fmt.Println("my public key:", priv.PublicKey())
+//
+// The key types are package device/noise's.
 //
 // # What it costs
 //

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/netip"
 	"time"
@@ -27,8 +28,12 @@ const (
 // something to send, so WaitHandshake sends an empty UDP datagram into the
 // tunnel, to the discard port of an address each waited-for peer routes,
 // every five seconds until it completes. It wakes on the device's
-// handshake events, not by polling.
+// handshake events, not by polling. On a closed tunnel, or when Close
+// ends the wait, it fails with an error matching net.ErrClosed.
 func (t *Tunnel) WaitHandshake(ctx context.Context) error {
+	if err := t.stopped(); err != nil {
+		return fmt.Errorf("tunnel: wait for handshake: %w", err)
+	}
 	nudged := map[noise.PublicKey]time.Time{}
 	timer := time.NewTimer(nudgeEvery)
 	defer timer.Stop()
@@ -62,7 +67,7 @@ func (t *Tunnel) WaitHandshake(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.dev.Done():
-			return t.dev.Err()
+			return fmt.Errorf("tunnel: wait for handshake: %w", t.stopped())
 		case <-completed:
 		case <-timer.C:
 		}

@@ -30,6 +30,9 @@ func (t *Tunnel) newResolver(servers []netip.Addr, hosts map[string][]netip.Addr
 // nor askable for want of servers fails with ErrNoDNS; a failed lookup
 // is a *net.DNSError naming the tunnel's server that said so.
 func (t *Tunnel) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	if err := t.stopped(); err != nil {
+		return nil, fmt.Errorf("tunnel: lookup %s: %w", host, err)
+	}
 	got, err := t.resolver.LookupNetIP(ctx, network, host)
 	if errors.Is(err, dnsclient.ErrNoServers) {
 		return nil, fmt.Errorf("tunnel: lookup %s: %w", host, ErrNoDNS)

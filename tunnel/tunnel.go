@@ -248,11 +248,20 @@ func (t *Tunnel) Addresses() []netip.Addr { return append([]netip.Addr(nil), t.a
 // endpoint, last handshake and traffic.
 func (t *Tunnel) Status() device.Status { return t.dev.Status() }
 
-// Apply changes the device's configuration at run time, atomically.
-func (t *Tunnel) Apply(cfg *device.Config) error { return t.eng.Apply(cfg) }
+// Apply changes the device's configuration at run time, atomically. On a
+// closed tunnel it fails with an error matching net.ErrClosed (and
+// device.ErrClosed).
+func (t *Tunnel) Apply(cfg *device.Config) error {
+	err := t.eng.Apply(cfg)
+	if errors.Is(err, device.ErrClosed) {
+		return fmt.Errorf("tunnel: apply: %w", &closedError{cause: err})
+	}
+	return err
+}
 
 // Ping sends one ICMP echo request to dst through the tunnel and waits
-// until ctx ends for the reply, returning the round-trip time.
+// until ctx ends for the reply, returning the round-trip time. An address
+// no peer routes fails at once with ErrNoRoute.
 func (t *Tunnel) Ping(ctx context.Context, dst netip.Addr) (time.Duration, error) {
-	return t.net.Ping(ctx, dst, uint16(t.pingSeq.Add(1)), make([]byte, 56))
+	return t.ping(ctx, dst)
 }

@@ -53,10 +53,11 @@ func (k *PrivateKey) clamp() {
 	k[31] = (k[31] & 127) | 64
 }
 
-// PublicKey derives the public key of k.
-func (k *PrivateKey) PublicKey() PublicKey {
+// PublicKey derives the public key of k. Its receiver is a value so that
+// it chains onto a call that returns a key.
+func (k PrivateKey) PublicKey() PublicKey {
 	var pub PublicKey
-	c := *k
+	c := k
 	c.clamp()
 	curve25519.ScalarBaseMult((*[32]byte)(&pub), (*[32]byte)(&c))
 	return pub

@@ -73,7 +73,8 @@ func (n *Net) DialTCPAddrPort(ctx context.Context, addr netip.AddrPort) (net.Con
 }
 
 // ListenTCPAddrPort listens for TCP connections on addr; an unspecified
-// address listens on all of the family's addresses.
+// address listens on all of the family's addresses. An IPv6 listener is
+// IPv6 only, so that the same port can be listened on for IPv4 too.
 func (n *Net) ListenTCPAddrPort(addr netip.AddrPort) (net.Listener, error) {
 	if n.isClosed() {
 		return nil, errClosed
@@ -82,14 +83,11 @@ func (n *Net) ListenTCPAddrPort(addr netip.AddrPort) (net.Listener, error) {
 		return nil, fmt.Errorf("netstack: listen tcp %v: invalid address", addr)
 	}
 	fa, proto := fullAddr(addr)
-	l, err := gonet.ListenTCP(n.stack, fa, proto)
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
+	return n.listenTCP(fa, proto)
 }
 
-// ListenUDPAddrPort opens an unconnected UDP socket on addr.
+// ListenUDPAddrPort opens an unconnected UDP socket on addr; an IPv6 one
+// is IPv6 only, as for ListenTCPAddrPort.
 func (n *Net) ListenUDPAddrPort(addr netip.AddrPort) (net.PacketConn, error) {
 	if n.isClosed() {
 		return nil, errClosed
@@ -98,11 +96,7 @@ func (n *Net) ListenUDPAddrPort(addr netip.AddrPort) (net.PacketConn, error) {
 		return nil, fmt.Errorf("netstack: listen udp %v: invalid address", addr)
 	}
 	fa, proto := fullAddr(addr)
-	c, err := gonet.DialUDP(n.stack, &fa, nil, proto)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
+	return n.listenUDP(fa, proto)
 }
 
 // DialUDPAddrPort opens a UDP socket connected to raddr, bound to laddr
