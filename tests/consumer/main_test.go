@@ -124,8 +124,11 @@ func TestREADMEShowsThisProgram(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The program is the code block of the section "A complete program".
+	_, section, _ = strings.Cut(string(doc), "// # A complete program\n")
+	section, _, _ = strings.Cut(section, "\n// #")
 	var inDoc strings.Builder
-	for line := range strings.Lines(string(doc)) {
+	for line := range strings.Lines(section) {
 		switch {
 		case strings.HasPrefix(line, "//\t"):
 			inDoc.WriteString(line[3:])
