@@ -63,12 +63,22 @@
 //
 // # What it costs
 //
-// An open tunnel, idle after its first handshake, costs 10 goroutines plus
-// one crypto worker per CPU (Options.Device.Workers) and about 2.9 MiB of
-// heap (its pools are bounded and allocated on first use;
-// docs/architecture.md has the ceiling). A TCP connection this side closed
-// first keeps about 6.5 KiB and its port for 5 s of TIME-WAIT
-// (Options.Netstack.TCPTimeWait), not the 60 s of gVisor's default.
+// An open tunnel runs a fixed set of goroutines plus one crypto worker per
+// CPU (Options.Device.Workers); its pools are bounded and allocated on
+// first use. A TCP connection this side closed first keeps its memory and
+// port through TIME-WAIT (Options.Netstack.TCPTimeWait, 5 s by default
+// instead of gVisor's 60 s). docs/architecture.md gives the measured
+// figures and the ceiling.
+//
+// # What it does not do
+//
+// A tunnel accepts connections on its own addresses only. The rootless
+// exit takes connections to any address with a promiscuous stack and a
+// forwarder (package tun/netstack's SetForwarder), but a tunnel that did
+// so would be a router, with a router's questions (which destinations,
+// how many flows a peer may hold): a program that wants that runs
+// `fips-go userspace --exit`, or builds it on packages device and
+// tun/netstack.
 //
 // # A complete program
 //
