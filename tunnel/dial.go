@@ -173,15 +173,11 @@ func (t *Tunnel) shown(ap netip.AddrPort) netip.AddrPort {
 	return ap
 }
 
-// Listen listens for TCP connections inside the tunnel; network is "tcp",
-// "tcp4" or "tcp6", and address "ip:port" or ":port", where ip is one of
-// the tunnel's addresses (names are not resolved). ":port" listens on all
-// the tunnel's addresses: with "tcp" of both families when the tunnel has
-// both (on one port), with "tcp4" or "tcp6" of that family; a family the
-// tunnel has no address of is an error. Addr is a real address: for
-// ":port", the tunnel's first address (IPv4 first) and the port.
-func (t *Tunnel) Listen(network, address string) (net.Listener, error) {
-	if network != "tcp" && network != "tcp4" && network != "tcp6" {
+// listenStart is where Listen and ListenPacket begin: network is of kind
+// ("tcp" or "udp"), the tunnel is open, and address names the addresses
+// to bind.
+func (t *Tunnel) listenStart(kind, network, address string) ([]netip.AddrPort, error) {
+	if network != kind && network != kind+"4" && network != kind+"6" {
 		return nil, fmt.Errorf("tunnel: listen: unknown network %q", network)
 	}
 	opErr := func(err error) error {
@@ -193,6 +189,21 @@ func (t *Tunnel) Listen(network, address string) (net.Listener, error) {
 	aps, err := t.listenAddrs(network, address)
 	if err != nil {
 		return nil, fmt.Errorf("tunnel: %w", opErr(err))
+	}
+	return aps, nil
+}
+
+// Listen listens for TCP connections inside the tunnel; network is "tcp",
+// "tcp4" or "tcp6", and address "ip:port" or ":port", where ip is one of
+// the tunnel's addresses (names are not resolved). ":port" listens on all
+// the tunnel's addresses: with "tcp" of both families when the tunnel has
+// both (on one port), with "tcp4" or "tcp6" of that family; a family the
+// tunnel has no address of is an error. Addr is a real address: for
+// ":port", the tunnel's first address (IPv4 first) and the port.
+func (t *Tunnel) Listen(network, address string) (net.Listener, error) {
+	aps, err := t.listenStart("tcp", network, address)
+	if err != nil {
+		return nil, err
 	}
 	l, err := bindBoth(aps, func(ap netip.AddrPort) (net.Listener, uint16, error) {
 		ln, err := t.net.ListenTCPAddrPort(ap)
@@ -212,18 +223,9 @@ func (t *Tunnel) Listen(network, address string) (net.Listener, error) {
 // both families when the tunnel has both. WriteTo an address no peer
 // routes fails with ErrNoRoute.
 func (t *Tunnel) ListenPacket(network, address string) (net.PacketConn, error) {
-	if network != "udp" && network != "udp4" && network != "udp6" {
-		return nil, fmt.Errorf("tunnel: listen: unknown network %q", network)
-	}
-	opErr := func(err error) error {
-		return &net.OpError{Op: "listen", Net: network, Addr: hostAddr{network, address}, Err: err}
-	}
-	if err := t.stopped(); err != nil {
-		return nil, opErr(err)
-	}
-	aps, err := t.listenAddrs(network, address)
+	aps, err := t.listenStart("udp", network, address)
 	if err != nil {
-		return nil, fmt.Errorf("tunnel: %w", opErr(err))
+		return nil, err
 	}
 	pcs, err := bindBoth(aps, func(ap netip.AddrPort) (net.PacketConn, uint16, error) {
 		pc, err := t.net.ListenUDPAddrPort(ap)
