@@ -62,6 +62,10 @@ type Options struct {
 	// tunnel addresses) on port 53 is relayed to DNS[0]. None: refused.
 	DNS    []netip.AddrPort
 	Tunnel []netip.Addr
+	// Host reads the host's addresses and the exit's listening ports as
+	// they are now, for the policy; it is called at most once a second.
+	// nil: InterfacePrefixes and no ports.
+	Host func() HostState
 	// Logf receives refusals (at most one line a second per reason);
 	// Notef what the user should see at start (ping unavailable).
 	Logf, Notef func(format string, args ...any)
@@ -77,6 +81,7 @@ type Exit struct {
 	wg     sync.WaitGroup
 	dial   net.Dialer
 	self   map[netip.Addr]bool
+	host   hostView
 	mu     sync.Mutex
 	flows  map[*flow]struct{} // guarded by mu; at most MaxFlows
 	tcpN   int                // guarded by mu: TCP flows in flows
@@ -124,9 +129,12 @@ func Start(ns *netstack.Net, o Options) (*Exit, error) {
 	if o.Notef == nil {
 		o.Notef = func(string, ...any) {}
 	}
+	if o.Host == nil {
+		o.Host = func() HostState { return HostState{Prefixes: InterfacePrefixes()} }
+	}
 	e := &Exit{o: o, caps: newFlowCaps(o.MaxFlowsPerPeer, o.MaxFlows), logs: logLimit{every: time.Second},
 		dial: net.Dialer{Timeout: o.ConnectTimeout}, self: map[netip.Addr]bool{}, flows: map[*flow]struct{}{},
-		ns: ns, ping: pingState{flows: map[pingKey]*pingFlow{}}}
+		ns: ns, ping: pingState{flows: map[pingKey]*pingFlow{}}, host: hostView{read: o.Host, every: hostEvery}}
 	if e.ping.err = probePing(); e.ping.err != nil {
 		o.Notef("exit: pings are not relayed: this host gives no unprivileged ICMP socket (%v); allow this user's group in net.ipv4.ping_group_range", e.ping.err)
 	}
@@ -177,7 +185,7 @@ func (e *Exit) admit(src, dst netip.AddrPort) (target netip.AddrPort, peer strin
 	target = dst
 	if e.self[dst.Addr()] && dst.Port() == 53 && len(e.o.DNS) > 0 {
 		target = e.o.DNS[0]
-	} else if r := e.o.Policy.Check(dst); r != reasonOK {
+	} else if r := e.o.Policy.Check(dst, e.host.get(time.Now())); r != reasonOK {
 		return target, "", r
 	}
 	if r := e.caps.acquire(peer); r != reasonOK {
@@ -225,8 +233,10 @@ func (e *Exit) untrack(f *flow, proto int, peer string) {
 		e.rebalanceLocked(nil)
 	}
 	e.mu.Unlock()
-	e.ctr.open[proto].Add(-1)
+	// Release before the count drops: whoever sees the flow gone may
+	// open the next at once.
 	e.caps.release(peer)
+	e.ctr.open[proto].Add(-1)
 	e.wg.Done()
 }
 
