@@ -319,7 +319,7 @@ func (e *Exit) handleUDP(q *netstack.UDPRequest) bool {
 		e.refuse(r, "udp", q.Src, q.Dst)
 		return false
 	}
-	hc, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(target))
+	hc, err := dialHostUDP(e.ctx, target)
 	if err != nil {
 		e.caps.release(peer)
 		e.refuse(connectReason(err), "udp", q.Src, target)

@@ -1,9 +1,11 @@
 package exit
 
 import (
+	"context"
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -49,4 +51,26 @@ func (v *hostView) get(now time.Time) *HostState {
 		v.cur, v.at = &st, now
 	}
 	return v.cur
+}
+
+// udpDialer opens the exit's host UDP sockets with SO_BROADCAST off: Go
+// sets it on every UDP socket, and with it the kernel would send to a
+// subnet's broadcast address the policy did not know of.
+var udpDialer = net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_BROADCAST, 0)
+	}); err != nil {
+		return err
+	}
+	return serr
+}}
+
+// dialHostUDP opens the host socket of a UDP flow, connected to target.
+func dialHostUDP(ctx context.Context, target netip.AddrPort) (*net.UDPConn, error) {
+	c, err := udpDialer.DialContext(ctx, "udp", target.String())
+	if err != nil {
+		return nil, err
+	}
+	return c.(*net.UDPConn), nil
 }
