@@ -23,7 +23,7 @@ import (
 func exitFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.BoolFlag{Name: "exit", Usage: "relay the peers' TCP and UDP to any address the policy allows through this host's sockets (a WireGuard server or exit without root)"},
-		&cli.StringSliceFlag{Name: "exit-allow", Usage: "CIDR,...: destinations --exit may reach (default: all; loopback, link-local and this host's own listening ports only when named here)"},
+		&cli.StringSliceFlag{Name: "exit-allow", Usage: "CIDR,...: destinations --exit may reach (default: all; loopback, this host's own addresses, link-local and cloud metadata only when named here)"},
 		&cli.StringSliceFlag{Name: "exit-deny", Usage: "CIDR,...: destinations --exit refuses (wins over --exit-allow)"},
 		&cli.IntFlag{Name: "exit-max-flows", Value: exit.DefaultMaxFlows, Usage: "TCP and UDP flows --exit relays at once"},
 		&cli.IntFlag{Name: "exit-max-flows-per-peer", Value: exit.DefaultMaxFlowsPerPeer, Usage: "TCP and UDP flows --exit relays at once for one peer"},
