@@ -24,7 +24,7 @@ import (
 func exitFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.BoolFlag{Name: "exit", Usage: "relay the peers' TCP and UDP to any address the policy allows through this host's sockets (a WireGuard server or exit without root)"},
-		&cli.StringSliceFlag{Name: "exit-allow", Usage: "CIDR,...: destinations --exit may reach (default: all; loopback, link-local and this host's own listening ports only when named here)"},
+		&cli.StringSliceFlag{Name: "exit-allow", Usage: "CIDR,...: destinations --exit may reach (default: all; loopback, this host's own addresses, link-local and cloud metadata only when named here)"},
 		&cli.StringSliceFlag{Name: "exit-deny", Usage: "CIDR,...: destinations --exit refuses (wins over --exit-allow)"},
 		&cli.IntFlag{Name: "exit-max-flows", Value: exit.DefaultMaxFlows, Usage: "TCP and UDP flows --exit relays at once"},
 		&cli.IntFlag{Name: "exit-max-flows-per-peer", Value: exit.DefaultMaxFlowsPerPeer, Usage: "TCP and UDP flows --exit relays at once for one peer"},
@@ -80,19 +80,22 @@ func parseCIDRs(flag string, vals []string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// startExit starts the relay on tn for o. listenPort and metricsAddr are
-// the exit's own listening sockets, which the policy protects.
+// startExit starts the relay on tn for o. The metrics port and the
+// device's listen port (read afresh, as UAPI may change it) are the
+// exit's own listening sockets, which the policy protects.
 func startExit(tn *engine.Engine, o userspaceOptions) (*exit.Exit, error) {
-	listenPort := tn.Device.Status().ListenPort
-	self := []uint16{listenPort}
+	var self []uint16
 	if _, port, err := net.SplitHostPort(o.metrics.addr); err == nil {
 		if p, err := strconv.ParseUint(port, 10, 16); err == nil {
 			self = append(self, uint16(p))
 		}
 	}
 	pol := exit.NewPolicy(exit.PolicyOptions{
-		Allow: o.exit.allow, Deny: o.exit.deny, SelfPorts: self, HostAddrs: hostAddrs(), Tunnel: o.addrs,
+		Allow: o.exit.allow, Deny: o.exit.deny, SelfPorts: self, Tunnel: o.addrs,
 	})
+	host := func() exit.HostState {
+		return exit.HostState{Prefixes: exit.InterfacePrefixes(), Ports: []uint16{tn.Device.Status().ListenPort}}
+	}
 	dns := hostResolvers("/etc/resolv.conf")
 	if len(dns) == 0 {
 		o.notef("exit: no name server in /etc/resolv.conf; DNS to %v is refused", o.addrs)
@@ -106,7 +109,7 @@ func startExit(tn *engine.Engine, o userspaceOptions) (*exit.Exit, error) {
 	}
 	ex, err := exit.Start(tn.Net, exit.Options{
 		Policy: pol, PeerOf: peerOf, MaxFlows: o.exit.maxFlows, MaxFlowsPerPeer: o.exit.perPeer,
-		TCPIdleTimeout: o.idleExit, DNS: dns, Tunnel: o.addrs, Logf: o.logf, Notef: o.notef,
+		TCPIdleTimeout: o.idleExit, DNS: dns, Tunnel: o.addrs, Host: host, Logf: o.logf, Notef: o.notef,
 	})
 	if err != nil {
 		return nil, err
@@ -197,22 +200,6 @@ func netstackCounters(n *netstack.Net) func() []exit.Counter {
 			c("released", st.ACKsReleased),
 		}
 	}
-}
-
-// hostAddrs are this host's interface addresses (the exit's own ports
-// are protected at them).
-func hostAddrs() []netip.Addr {
-	ifas, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil
-	}
-	var out []netip.Addr
-	for _, ifa := range ifas {
-		if p, err := netip.ParsePrefix(ifa.String()); err == nil {
-			out = append(out, p.Addr().Unmap())
-		}
-	}
-	return out
 }
 
 // hostResolvers are the name servers of a resolv.conf, port 53.

@@ -25,6 +25,10 @@ const (
 	DefaultTCPIdleTimeout  = 2 * time.Hour
 	DefaultUDPIdleTimeout  = 60 * time.Second
 	DefaultConnectTimeout  = 10 * time.Second
+	// DefaultMaxPendingPerPeer is Options.MaxPendingPerPeer's default:
+	// an eighth of the SYNs the stack holds at once (256), so that one
+	// peer's SYNs to a silent host leave room for the others'.
+	DefaultMaxPendingPerPeer = netstack.DefaultMaxPendingTCP / 8
 	// ACKHold is the exit netstack's Options.ACKHold: measured against 4
 	// ms and none with 100 flows (see docs/benchmarks.md).
 	ACKHold = 2 * time.Millisecond
@@ -56,12 +60,22 @@ type Options struct {
 	// the netstack's defaults).
 	BufferBudget, SendBufferMax, ReceiveBufferMax int
 	// ConnectTimeout bounds a host-side TCP connect; the peer's SYN is
-	// answered with a RST when it passes.
-	ConnectTimeout time.Duration
+	// answered with a RST when it passes. HandshakeTimeout bounds the
+	// peer's side of the handshake after it (default
+	// netstack.DefaultHandshakeTimeout).
+	ConnectTimeout, HandshakeTimeout time.Duration
+	// MaxPendingPerPeer caps one peer's SYNs waiting for the host's
+	// connect and the peer's handshake; past it a SYN is dropped (the
+	// peer resends it) and counted as ReasonPeerPending.
+	MaxPendingPerPeer int
 	// DNS are the host's resolvers: DNS to one of Tunnel (the exit's own
 	// tunnel addresses) on port 53 is relayed to DNS[0]. None: refused.
 	DNS    []netip.AddrPort
 	Tunnel []netip.Addr
+	// Host reads the host's addresses and the exit's listening ports as
+	// they are now, for the policy; it is called at most once a second.
+	// nil: InterfacePrefixes and no ports.
+	Host func() HostState
 	// Logf receives refusals (at most one line a second per reason);
 	// Notef what the user should see at start (ping unavailable).
 	Logf, Notef func(format string, args ...any)
@@ -71,12 +85,14 @@ type Options struct {
 type Exit struct {
 	o      Options
 	caps   *flowCaps
+	syns   *flowCaps // SYNs being answered, by peer
 	logs   logLimit
 	ctx    context.Context
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
 	dial   net.Dialer
 	self   map[netip.Addr]bool
+	host   hostView
 	mu     sync.Mutex
 	flows  map[*flow]struct{} // guarded by mu; at most MaxFlows
 	tcpN   int                // guarded by mu: TCP flows in flows
@@ -98,6 +114,8 @@ type counters struct {
 	toHost        atomic.Uint64
 	toPeer        atomic.Uint64
 	unreachToPeer atomic.Uint64 // ICMP port unreachables relayed to peers
+	synsPending   atomic.Int64  // SYNs waiting for the host's connect or the peer's handshake
+	handshakeFail atomic.Uint64 // host connected, the peer's handshake did not complete
 	bufInUse      atomic.Int64
 	refused       [numReasons]atomic.Uint64
 }
@@ -115,6 +133,8 @@ func Start(ns *netstack.Net, o Options) (*Exit, error) {
 	o.TCPIdleTimeout = cmp.Or(o.TCPIdleTimeout, DefaultTCPIdleTimeout)
 	o.UDPIdleTimeout = cmp.Or(o.UDPIdleTimeout, DefaultUDPIdleTimeout)
 	o.ConnectTimeout = cmp.Or(o.ConnectTimeout, DefaultConnectTimeout)
+	o.HandshakeTimeout = cmp.Or(o.HandshakeTimeout, netstack.DefaultHandshakeTimeout)
+	o.MaxPendingPerPeer = cmp.Or(o.MaxPendingPerPeer, DefaultMaxPendingPerPeer)
 	o.BufferBudget = cmp.Or(o.BufferBudget, DefaultBufferBudget)
 	o.SendBufferMax = cmp.Or(o.SendBufferMax, netstack.DefaultTCPSendBuffer)
 	o.ReceiveBufferMax = cmp.Or(o.ReceiveBufferMax, netstack.DefaultTCPReceiveBufferMax)
@@ -124,9 +144,13 @@ func Start(ns *netstack.Net, o Options) (*Exit, error) {
 	if o.Notef == nil {
 		o.Notef = func(string, ...any) {}
 	}
-	e := &Exit{o: o, caps: newFlowCaps(o.MaxFlowsPerPeer, o.MaxFlows), logs: logLimit{every: time.Second},
+	if o.Host == nil {
+		o.Host = func() HostState { return HostState{Prefixes: InterfacePrefixes()} }
+	}
+	maxPending := min(o.MaxFlows, netstack.DefaultMaxPendingTCP)
+	e := &Exit{o: o, caps: newFlowCaps(o.MaxFlowsPerPeer, o.MaxFlows), syns: newFlowCaps(min(o.MaxPendingPerPeer, maxPending), maxPending), logs: logLimit{every: time.Second},
 		dial: net.Dialer{Timeout: o.ConnectTimeout}, self: map[netip.Addr]bool{}, flows: map[*flow]struct{}{},
-		ns: ns, ping: pingState{flows: map[pingKey]*pingFlow{}}}
+		ns: ns, ping: pingState{flows: map[pingKey]*pingFlow{}}, host: hostView{read: o.Host, every: hostEvery}}
 	if e.ping.err = probePing(); e.ping.err != nil {
 		o.Notef("exit: pings are not relayed: this host gives no unprivileged ICMP socket (%v); allow this user's group in net.ipv4.ping_group_range", e.ping.err)
 	}
@@ -134,7 +158,7 @@ func Start(ns *netstack.Net, o Options) (*Exit, error) {
 		e.self[a.Unmap()] = true
 	}
 	e.ctx, e.stop = context.WithCancel(context.Background())
-	err := ns.SetForwarder(netstack.Forwarder{TCP: e.handleTCP, UDP: e.handleUDP, Ping: e.handlePing, MaxPendingTCP: min(o.MaxFlows, netstack.DefaultMaxPendingTCP)})
+	err := ns.SetForwarder(netstack.Forwarder{TCP: e.handleTCP, UDP: e.handleUDP, Ping: e.handlePing, MaxPendingTCP: maxPending, HandshakeTimeout: o.HandshakeTimeout})
 	if err != nil {
 		e.stop()
 		return nil, err
@@ -177,7 +201,7 @@ func (e *Exit) admit(src, dst netip.AddrPort) (target netip.AddrPort, peer strin
 	target = dst
 	if e.self[dst.Addr()] && dst.Port() == 53 && len(e.o.DNS) > 0 {
 		target = e.o.DNS[0]
-	} else if r := e.o.Policy.Check(dst); r != reasonOK {
+	} else if r := e.o.Policy.Check(dst, e.host.get(time.Now())); r != reasonOK {
 		return target, "", r
 	}
 	if r := e.caps.acquire(peer); r != reasonOK {
@@ -225,8 +249,10 @@ func (e *Exit) untrack(f *flow, proto int, peer string) {
 		e.rebalanceLocked(nil)
 	}
 	e.mu.Unlock()
-	e.ctr.open[proto].Add(-1)
+	// Release before the count drops: whoever sees the flow gone may
+	// open the next at once.
 	e.caps.release(peer)
+	e.ctr.open[proto].Add(-1)
 	e.wg.Done()
 }
 
@@ -265,18 +291,9 @@ func (e *Exit) handleTCP(q *netstack.TCPRequest) {
 		q.Refuse()
 		return
 	}
-	hc, err := e.dial.DialContext(e.ctx, "tcp", target.String())
-	if err != nil {
+	pc, host, ok := e.connectTCP(q, target, peer)
+	if !ok {
 		e.caps.release(peer)
-		e.refuse(connectReason(err), "tcp", q.Src, target)
-		q.Refuse()
-		return
-	}
-	host := hc.(*net.TCPConn)
-	pc, err := q.Accept()
-	if err != nil {
-		e.caps.release(peer)
-		abortTCP(host)
 		return
 	}
 	var act proxy.Activity
@@ -299,6 +316,37 @@ func (e *Exit) handleTCP(q *netstack.TCPRequest) {
 	host.Close()
 }
 
+// connectTCP connects to target on the host, then completes the peer's
+// handshake, holding one of the peer's pending slots meanwhile; past the
+// peer's share the SYN is dropped. ok false: the SYN was answered or
+// dropped, and counted.
+func (e *Exit) connectTCP(q *netstack.TCPRequest, target netip.AddrPort, peer string) (pc *netstack.ForwardedTCPConn, host *net.TCPConn, ok bool) {
+	if e.syns.acquire(peer) != reasonOK {
+		e.refuse(ReasonPeerPending, "tcp", q.Src, q.Dst)
+		q.Drop()
+		return nil, nil, false
+	}
+	e.ctr.synsPending.Add(1)
+	defer func() {
+		e.ctr.synsPending.Add(-1)
+		e.syns.release(peer)
+	}()
+	hc, err := e.dial.DialContext(e.ctx, "tcp", target.String())
+	if err != nil {
+		e.refuse(connectReason(err), "tcp", q.Src, target)
+		q.Refuse()
+		return nil, nil, false
+	}
+	host = hc.(*net.TCPConn)
+	pc, err = q.Accept()
+	if err != nil {
+		e.ctr.handshakeFail.Add(1)
+		abortTCP(host)
+		return nil, nil, false
+	}
+	return pc, host, true
+}
+
 // handleUDP opens a flow for a new source and destination pair: a host
 // socket connected to the destination, so only its replies come back,
 // and they reach the peer from the address it wrote to. It runs on the
@@ -309,7 +357,7 @@ func (e *Exit) handleUDP(q *netstack.UDPRequest) bool {
 		e.refuse(r, "udp", q.Src, q.Dst)
 		return false
 	}
-	hc, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(target))
+	hc, err := dialHostUDP(e.ctx, target)
 	if err != nil {
 		e.caps.release(peer)
 		e.refuse(connectReason(err), "udp", q.Src, target)

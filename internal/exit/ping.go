@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/fips-go/fips-go/internal/proxy"
 	"github.com/fips-go/fips-go/tun/netstack"
@@ -88,7 +89,7 @@ func (e *Exit) openPing(key pingKey) *pingFlow {
 		e.refuse(ReasonUnknownPeer, "icmp", src, dst)
 		return nil
 	}
-	if r := e.o.Policy.CheckPing(key.dst); r != reasonOK {
+	if r := e.o.Policy.CheckPing(key.dst, e.host.get(time.Now())); r != reasonOK {
 		e.refuse(r, "icmp", src, dst)
 		return nil
 	}

@@ -36,7 +36,7 @@ func TestPolicyCheck(t *testing.T) {
 		{dst: "[fe80::1]:80", want: ReasonLinkLocal},
 		{dst: "10.0.0.1:80", want: ReasonSelf},
 		{dst: "192.0.2.10:51820", want: ReasonSelf},
-		{dst: "192.0.2.10:22", want: reasonOK},
+		{dst: "192.0.2.10:22", want: ReasonHostAddr},
 		{dst: "0.0.0.0:80", want: ReasonInvalid},
 		{dst: "224.0.0.1:80", want: ReasonInvalid},
 		{dst: "255.255.255.255:80", want: ReasonInvalid},
@@ -57,7 +57,7 @@ func TestPolicyCheck(t *testing.T) {
 	} {
 		o := base
 		o.Allow, o.Deny = pfx(tc.allow...), pfx(tc.deny...)
-		if got := NewPolicy(o).Check(netip.MustParseAddrPort(tc.dst)); got != tc.want {
+		if got := NewPolicy(o).Check(netip.MustParseAddrPort(tc.dst), nil); got != tc.want {
 			t.Errorf("allow %v deny %v: Check(%s) = %v, want %v", tc.allow, tc.deny, tc.dst, got, tc.want)
 		}
 	}
@@ -238,5 +238,89 @@ func TestDNSFlowEndsWithItsAnswers(t *testing.T) {
 	}
 	if !d.answered() {
 		t.Fatal("both answered but the flow goes on")
+	}
+}
+
+// TestPolicyHostState: the host's addresses, their broadcast addresses
+// and the exit's ports as they are when a flow opens; cloud metadata
+// services; NAT64 spellings of protected IPv4 addresses.
+func TestPolicyHostState(t *testing.T) {
+	h := &HostState{
+		Prefixes: pfx("192.168.1.5/24", "10.200.0.1/16", "2001:db8::5/64", "127.0.0.1/8", "203.0.113.9/32"),
+		Ports:    []uint16{51999},
+	}
+	for _, tc := range []struct {
+		allow []string
+		dst   string
+		want  Reason
+	}{
+		{dst: "192.168.1.5:22", want: ReasonHostAddr},
+		{dst: "10.200.0.1:22", want: ReasonHostAddr},
+		{dst: "[2001:db8::5]:22", want: ReasonHostAddr},
+		{dst: "[::ffff:192.168.1.5]:22", want: ReasonHostAddr},
+		{dst: "192.168.1.6:22", want: reasonOK},
+		{allow: []string{"0.0.0.0/0", "::/0"}, dst: "192.168.1.5:22", want: ReasonHostAddr},
+		{allow: []string{"192.168.1.0/24"}, dst: "192.168.1.5:22", want: ReasonHostAddr},
+		{allow: []string{"192.168.1.5/32"}, dst: "192.168.1.5:22", want: reasonOK},
+		// Broadcast addresses of the host's subnets; a /32 has none.
+		{dst: "192.168.1.255:53", want: ReasonInvalid},
+		{dst: "10.200.255.255:53", want: ReasonInvalid},
+		{allow: []string{"192.168.1.0/24"}, dst: "192.168.1.255:53", want: ReasonInvalid},
+		{dst: "203.0.113.9:53", want: ReasonHostAddr},
+		{dst: "0.1.2.3:80", want: ReasonInvalid},
+		// A listen port the host state names (set after start) is the
+		// exit's own.
+		{dst: "192.168.1.5:51999", want: ReasonSelf},
+		{dst: "[2001:db8::5]:51999", want: ReasonSelf},
+		{dst: "127.0.0.1:51999", want: ReasonSelf},
+		{dst: "192.168.1.6:51999", want: reasonOK},
+		// Cloud metadata services.
+		{dst: "[fd00:ec2::254]:80", want: ReasonMetadata},
+		{dst: "168.63.129.16:80", want: ReasonMetadata},
+		{dst: "100.100.100.200:80", want: ReasonMetadata},
+		{allow: []string{"0.0.0.0/0", "::/0"}, dst: "168.63.129.16:80", want: ReasonMetadata},
+		{allow: []string{"168.63.129.16/32"}, dst: "168.63.129.16:80", want: reasonOK},
+		{dst: "100.100.100.201:80", want: reasonOK},
+		// NAT64, well-known and local-use prefixes.
+		{dst: "[64:ff9b::7f00:1]:80", want: ReasonLoopback},
+		{dst: "[64:ff9b::a9fe:a9fe]:80", want: ReasonLinkLocal},
+		{dst: "[64:ff9b::c0a8:105]:22", want: ReasonHostAddr},
+		{dst: "[64:ff9b::c0a8:1ff]:53", want: ReasonInvalid},
+		{dst: "[64:ff9b::a83f:8110]:80", want: ReasonMetadata},
+		{dst: "[64:ff9b:1:7f00:0:100::]:80", want: ReasonLoopback},
+		{dst: "[64:ff9b::808:808]:53", want: reasonOK},
+		{allow: []string{"::/0"}, dst: "[64:ff9b::7f00:1]:80", want: ReasonLoopback},
+		{allow: []string{"64:ff9b::/96"}, dst: "[64:ff9b::808:808]:53", want: reasonOK},
+		{allow: []string{"127.0.0.1/32"}, dst: "[64:ff9b::7f00:1]:80", want: reasonOK},
+	} {
+		p := NewPolicy(PolicyOptions{Allow: pfx(tc.allow...)})
+		if got := p.Check(netip.MustParseAddrPort(tc.dst), h); got != tc.want {
+			t.Errorf("allow %v: Check(%s) = %v, want %v", tc.allow, tc.dst, got, tc.want)
+		}
+	}
+	p := NewPolicy(PolicyOptions{Deny: pfx("203.0.113.0/24")})
+	if got := p.Check(netip.MustParseAddrPort("[64:ff9b::cb00:7101]:80"), nil); got != ReasonDenied {
+		t.Errorf("a NAT64 spelling of a denied address: %v", got)
+	}
+	for _, a := range []string{"192.168.1.5", "64:ff9b::c0a8:105", "192.168.1.255"} {
+		if got := p.CheckPing(netip.MustParseAddr(a), h); got == reasonOK {
+			t.Errorf("ping %s allowed", a)
+		}
+	}
+}
+
+// TestHostView: the host is read again once a reading is older than its
+// interval, and not before.
+func TestHostView(t *testing.T) {
+	reads := 0
+	v := hostView{read: func() HostState { reads++; return HostState{Ports: []uint16{uint16(reads)}} }, every: time.Second}
+	t0 := time.Unix(1000, 0)
+	for _, step := range []struct {
+		at   time.Duration
+		want uint16
+	}{{0, 1}, {999 * time.Millisecond, 1}, {time.Second, 2}, {1500 * time.Millisecond, 2}, {-time.Second, 3}} {
+		if got := v.get(t0.Add(step.at)).Ports[0]; got != step.want {
+			t.Errorf("at %v: reading %d, want %d", step.at, got, step.want)
+		}
 	}
 }

@@ -29,7 +29,7 @@ func (e *Exit) Counters() []Counter {
 		openedHelp = "Flows the exit has opened."
 		bytesHelp  = "Bytes the exit relayed."
 	)
-	out := make([]Counter, 0, 10+int(numReasons))
+	out := make([]Counter, 0, 12+int(numReasons))
 	protos := []string{"tcp", "udp", "icmp"}
 	for p, name := range protos {
 		out = append(out, Counter{"exit_" + name + "_flows_open", "exit_flows_open", []string{"protocol", name}, openHelp, uint64(max(c.open[p].Load(), 0)), true})
@@ -41,6 +41,8 @@ func (e *Exit) Counters() []Counter {
 		Labelled("exit_bytes", "direction", "to_host", bytesHelp, c.toHost.Load()),
 		Labelled("exit_bytes", "direction", "to_peer", bytesHelp, c.toPeer.Load()),
 		Counter{"exit_port_unreachables_to_peer", "exit_port_unreachables", nil, "ICMP port unreachables the host got for peers' UDP and relayed to them.", c.unreachToPeer.Load(), false},
+		Counter{"exit_tcp_handshakes_pending", "exit_tcp_handshakes_pending", nil, "Peers' SYNs waiting for the host's connect or the peer's handshake now.", uint64(max(c.synsPending.Load(), 0)), true},
+		Counter{"exit_tcp_handshakes_failed", "exit_tcp_handshakes_failed", nil, "TCP flows whose host connect succeeded but whose peer did not complete the handshake in time.", c.handshakeFail.Load(), false},
 		Counter{"exit_relay_buffer_bytes", "exit_relay_buffer_bytes", nil, "Relay buffer bytes holding data now.", uint64(max(c.bufInUse.Load(), 0)), true},
 	)
 	for r := reasonOK + 1; r < numReasons; r++ {

@@ -159,7 +159,9 @@ const (
 	diagMsgUID      = 64
 	sockDiagByFam   = 20 // SOCK_DIAG_BY_FAMILY
 	nlmsgError      = 2
+	nlmsgDone       = 3
 	nlmFRequest     = 1
+	nlmFDump        = 0x300 // NLM_F_ROOT | NLM_F_MATCH
 	afInet, afInet6 = 2, 10
 )
 
@@ -236,4 +238,71 @@ func parseDiagReply(b []byte, seq uint32, order binary.ByteOrder) (uint32, error
 		return order.Uint32(body[diagMsgUID:]), nil
 	}
 	return 0, fmt.Errorf("sockowner: netlink message type %d", typ)
+}
+
+// A UDP lookup cannot ask the kernel for one socket: its lookup returns
+// the first socket bound to the address, and sockets of several users
+// may share it (SO_REUSEADDR). So it dumps every UDP socket of a family
+// and lets ownerIn require one owner across all that match.
+
+// appendDiagDump appends the netlink request for every socket of
+// transport p in family (afInet or afInet6).
+func appendDiagDump(b []byte, p Proto, family byte, seq uint32, order binary.AppendByteOrder) []byte {
+	b = order.AppendUint32(b, nlHeaderLen+diagReqLen)
+	b = order.AppendUint16(b, sockDiagByFam)
+	b = order.AppendUint16(b, nlmFRequest|nlmFDump)
+	b = order.AppendUint32(b, seq)
+	b = order.AppendUint32(b, 0)
+	b = append(b, family, byte(p), 0, 0)
+	b = order.AppendUint32(b, 0xffffffff) // every state
+	return append(b, make([]byte, 48)...) // any socket
+}
+
+// parseDiagDump reads one datagram of the kernel's answer to a dump: the
+// sockets it lists, and whether it was the last (NLMSG_DONE). Messages of
+// other requests are skipped.
+func parseDiagDump(b []byte, seq uint32, order binary.ByteOrder) (out []procEntry, done bool, err error) {
+	for len(b) >= nlHeaderLen {
+		n := order.Uint32(b)
+		if n < nlHeaderLen || int64(n) > int64(len(b)) {
+			return out, false, errors.New("sockowner: bad netlink length")
+		}
+		typ, body := order.Uint16(b[4:]), b[nlHeaderLen:n]
+		mine := order.Uint32(b[8:]) == seq
+		b = b[min(len(b), int(n+3)&^3):] // messages are 4-byte aligned
+		if !mine {
+			continue
+		}
+		switch typ {
+		case nlmsgDone:
+			return out, true, nil
+		case nlmsgError:
+			if len(body) < 4 {
+				return out, false, errors.New("sockowner: short netlink error")
+			}
+			return out, false, fmt.Errorf("sockowner: socket diagnostics: errno %d", -int32(order.Uint32(body)))
+		case sockDiagByFam:
+			if len(body) < diagMsgLen {
+				return out, false, errors.New("sockowner: short socket diagnostics message")
+			}
+			out = append(out, diagEntry(body, order))
+		}
+	}
+	return out, false, nil
+}
+
+// diagEntry reads one inet_diag_msg as the /proc line of the socket.
+func diagEntry(m []byte, order binary.ByteOrder) procEntry {
+	addr := func(raw []byte) netip.Addr {
+		if m[0] == afInet {
+			return netip.AddrFrom4([4]byte(raw[:4]))
+		}
+		return netip.AddrFrom16([16]byte(raw[:16])).Unmap()
+	}
+	return procEntry{
+		local:  netip.AddrPortFrom(addr(m[8:24]), binary.BigEndian.Uint16(m[4:])),
+		remote: netip.AddrPortFrom(addr(m[24:40]), binary.BigEndian.Uint16(m[6:])),
+		state:  m[1],
+		uid:    order.Uint32(m[diagMsgUID:]),
+	}
 }

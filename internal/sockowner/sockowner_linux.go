@@ -16,7 +16,9 @@ import (
 // self and whose peer is peer: for TCP the connection self<->peer, for UDP
 // the socket that receives a datagram peer sends to self (bound to self or
 // to the unspecified address with self's port, unconnected or connected
-// to peer).
+// to peer). For UDP every such socket must be one user's: sockets of
+// several users may share an address (SO_REUSEADDR), and then the answer
+// is ErrNotFound.
 func Owner(p Proto, self, peer netip.AddrPort) (uint32, error) {
 	uid, err := diagOwner(p, self, peer)
 	if err == nil {
@@ -36,6 +38,9 @@ func Owner(p Proto, self, peer netip.AddrPort) (uint32, error) {
 var diagSeq atomic.Uint32
 
 func diagOwner(p Proto, self, peer netip.AddrPort) (uint32, error) {
+	if p == UDP {
+		return diagUDPOwner(self, peer)
+	}
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
 	if err != nil {
 		return 0, fmt.Errorf("sockowner: netlink: %w", err)
@@ -60,6 +65,41 @@ func diagOwner(p Proto, self, peer netip.AddrPort) (uint32, error) {
 		}
 		return uid, err
 	}
+}
+
+// diagUDPOwner dumps every UDP socket, IPv4 and IPv6 (a dual-stack
+// socket on :: takes IPv4 too), and requires one owner across all that
+// would receive from peer at self.
+func diagUDPOwner(self, peer netip.AddrPort) (uint32, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+	if err != nil {
+		return 0, fmt.Errorf("sockowner: netlink: %w", err)
+	}
+	defer unix.Close(fd)
+	tv := unix.NsecToTimeval(int64(time.Second))
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	var entries []procEntry
+	buf := make([]byte, 32<<10)
+	for _, family := range []byte{afInet, afInet6} {
+		seq := diagSeq.Add(1)
+		req := appendDiagDump(nil, UDP, family, seq, binary.NativeEndian)
+		if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+			return 0, fmt.Errorf("sockowner: netlink: %w", err)
+		}
+		for done := false; !done; {
+			n, _, err := unix.Recvfrom(fd, buf, 0)
+			if err != nil {
+				return 0, fmt.Errorf("sockowner: netlink: %w", err)
+			}
+			var got []procEntry
+			got, done, err = parseDiagDump(buf[:n], seq, binary.NativeEndian)
+			if err != nil {
+				return 0, err
+			}
+			entries = append(entries, got...)
+		}
+	}
+	return ownerIn(entries, UDP, self, peer)
 }
 
 func procOwner(p Proto, self, peer netip.AddrPort) (uint32, error) {

@@ -5,7 +5,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func addrPort(a net.Addr) netip.AddrPort {
@@ -96,6 +99,60 @@ func TestOwnerIPv6(t *testing.T) {
 		}
 		if uid, err := how.f(UDP, addrPort(u.LocalAddr()), netip.MustParseAddrPort("[::1]:9")); err != nil || uid != me {
 			t.Errorf("udp6 by %s: %d, %v", how.name, uid, err)
+		}
+	}
+}
+
+// udpReuseAs opens a UDP socket with SO_REUSEADDR bound to 127.0.0.1:port
+// (0: any) whose owner is uid: the socket is made while this thread's
+// fsuid is uid, which is what the kernel records as its owner.
+func udpReuseAs(t *testing.T, uid, port int) (fd int, bound int) {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	prev, err := unix.SetfsuidRetUid(uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	unix.Setfsuid(prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fd, sa.(*unix.SockaddrInet4).Port
+}
+
+// TestOwnerSharedUDPPort: sockets of two users share one UDP address
+// (both set SO_REUSEADDR). Whichever was bound first, no lookup may name
+// either user: the kernel may hand a datagram from that address to
+// either socket, so neither owns it.
+func TestOwnerSharedUDPPort(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a socket owned by a second user (uid 65534)")
+	}
+	relay := netip.MustParseAddrPort("127.0.0.1:9")
+	for _, order := range [][2]int{{65534, os.Geteuid()}, {os.Geteuid(), 65534}} {
+		_, port := udpReuseAs(t, order[0], 0)
+		udpReuseAs(t, order[1], port)
+		self := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
+		for _, how := range []struct {
+			name string
+			f    func(Proto, netip.AddrPort, netip.AddrPort) (uint32, error)
+		}{{"diag", diagOwner}, {"proc", procOwner}, {"Owner", Owner}} {
+			if uid, err := how.f(UDP, self, relay); !errors.Is(err, ErrNotFound) {
+				t.Errorf("uid %d bound first, by %s: %d, %v; want ErrNotFound", order[0], how.name, uid, err)
+			}
 		}
 	}
 }

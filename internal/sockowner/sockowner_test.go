@@ -138,6 +138,55 @@ func FuzzParsers(f *testing.F) {
 			ownerIn(e, UDP, netip.MustParseAddrPort("127.0.0.1:1"), netip.MustParseAddrPort("127.0.0.1:2"))
 			ownerIn(e, TCP, netip.MustParseAddrPort("[::1]:1"), netip.MustParseAddrPort("[::1]:2"))
 			parseDiagReply(reply, 0, o)
+			parseDiagDump(reply, 0, o)
 		}
 	})
+}
+
+func TestParseDiagDump(t *testing.T) {
+	le := binary.LittleEndian
+	msg := func(typ uint16, seq uint32, body []byte) []byte {
+		b := le.AppendUint32(nil, uint32(nlHeaderLen+len(body)))
+		b = le.AppendUint16(b, typ)
+		b = le.AppendUint16(b, 0)
+		b = le.AppendUint32(b, seq)
+		b = le.AppendUint32(b, 0)
+		return append(b, body...)
+	}
+	sock := func(family byte, local, remote string, uid uint32) []byte {
+		m := make([]byte, diagMsgLen)
+		m[0] = family
+		l, r := netip.MustParseAddrPort(local), netip.MustParseAddrPort(remote)
+		binary.BigEndian.PutUint16(m[4:], l.Port())
+		binary.BigEndian.PutUint16(m[6:], r.Port())
+		copy(m[8:], l.Addr().AsSlice())
+		copy(m[24:], r.Addr().AsSlice())
+		le.PutUint32(m[diagMsgUID:], uid)
+		return m
+	}
+	var b []byte
+	b = append(b, msg(sockDiagByFam, 5, sock(afInet, "127.0.0.1:53", "0.0.0.0:0", 1000))...)
+	b = append(b, msg(sockDiagByFam, 4, sock(afInet, "127.0.0.1:54", "0.0.0.0:0", 7))...) // another request
+	b = append(b, msg(sockDiagByFam, 5, sock(afInet6, "[::ffff:127.0.0.1]:53", "[::]:0", 65534))...)
+	got, done, err := parseDiagDump(b, 5, le)
+	if err != nil || done || len(got) != 2 {
+		t.Fatalf("dump: %v, done %v, %v", got, done, err)
+	}
+	want := procEntry{local: netip.MustParseAddrPort("127.0.0.1:53"), remote: netip.MustParseAddrPort("[::]:0"), uid: 65534}
+	if got[1] != want {
+		t.Errorf("the IPv6 socket: %+v, want %+v", got[1], want)
+	}
+	// Both are on the port: no single owner.
+	if _, err := ownerIn(got, UDP, netip.MustParseAddrPort("127.0.0.1:53"), netip.MustParseAddrPort("127.0.0.1:9")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("two owners: %v", err)
+	}
+	if _, done, err := parseDiagDump(msg(nlmsgDone, 5, make([]byte, 4)), 5, le); !done || err != nil {
+		t.Errorf("done: %v, %v", done, err)
+	}
+	if _, _, err := parseDiagDump(msg(nlmsgError, 5, le.AppendUint32(nil, uint32(0xffffffff))), 5, le); err == nil {
+		t.Error("an error message parsed")
+	}
+	if _, _, err := parseDiagDump(b[:30], 5, le); err == nil {
+		t.Error("a truncated message parsed")
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
@@ -17,6 +18,10 @@ import (
 
 // DefaultMaxPendingTCP is Forwarder.MaxPendingTCP's default.
 const DefaultMaxPendingTCP = 256
+
+// DefaultHandshakeTimeout is Forwarder.HandshakeTimeout's default: the
+// SYN-ACK goes out at 0, 1, 3 and 7 s.
+const DefaultHandshakeTimeout = 10 * time.Second
 
 // Forwarder makes the stack terminate TCP and UDP addressed to any
 // address, not only its own: the server side of a slirp-like relay. The
@@ -31,6 +36,11 @@ type Forwarder struct {
 	// MaxPendingTCP caps the requests TCP holds at once; further SYNs are
 	// dropped (the peer retransmits). Default DefaultMaxPendingTCP.
 	MaxPendingTCP int
+	// HandshakeTimeout bounds the peer's side of an accepted handshake:
+	// Accept fails when the peer has not completed it by then (gVisor
+	// alone would resend its SYN-ACK for about two minutes, holding a
+	// MaxPendingTCP slot). Default DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
 	// UDP is called for the first datagram of each new flow (a source
 	// and destination address and port with no socket yet), on the
 	// packet's delivery path: it must not block. It returns whether it
@@ -66,9 +76,13 @@ func (n *Net) SetForwarder(f Forwarder) error {
 		// grows it to TCPReceiveBufferMax, which also sets the window
 		// scale, so a relayed flow can have as much in flight as a local
 		// one.
+		hs := f.HandshakeTimeout
+		if hs <= 0 {
+			hs = DefaultHandshakeTimeout
+		}
 		fw := tcp.NewForwarder(n.stack, min(defaultRcvBuffer, n.opts.TCPReceiveBufferMax), pending, func(r *tcp.ForwarderRequest) {
 			id := r.ID()
-			f.TCP(&TCPRequest{Src: remoteOf(id), Dst: localOf(id), r: r})
+			f.TCP(&TCPRequest{Src: remoteOf(id), Dst: localOf(id), r: r, handshake: hs})
 		})
 		n.stack.SetTransportProtocolHandler(tcp.ProtocolNumber, fw.HandlePacket)
 	}
@@ -101,21 +115,28 @@ func localOf(id stack.TransportEndpointID) netip.AddrPort {
 // TCPRequest is a peer's SYN to Dst from Src, waiting for Accept or
 // Refuse.
 type TCPRequest struct {
-	Src, Dst netip.AddrPort
-	once     sync.Once
-	r        *tcp.ForwarderRequest
+	Src, Dst  netip.AddrPort
+	once      sync.Once
+	r         *tcp.ForwarderRequest
+	handshake time.Duration
 }
 
 var errDone = errors.New("netstack: request already answered")
 
 // Accept completes the handshake and returns the connection. On error the
-// peer has been sent a RST.
+// peer has been sent a RST, or the handshake did not complete within the
+// Forwarder's HandshakeTimeout.
 func (q *TCPRequest) Accept() (*ForwardedTCPConn, error) {
 	var c *ForwardedTCPConn
 	err := errDone
 	q.once.Do(func() {
 		var wq waiter.Queue
+		// CreateEndpoint waits on wq for the handshake's end, for as long
+		// as gVisor resends its SYN-ACK; waking it early makes it give up
+		// on a handshake that is not complete (and keep one that is).
+		t := time.AfterFunc(q.handshake, func() { wq.Notify(waiter.WritableEvents) })
 		ep, terr := q.r.CreateEndpoint(&wq)
+		t.Stop()
 		if terr != nil {
 			q.r.Complete(true)
 			err = tcpipErr("accept "+q.Dst.String(), terr)
@@ -130,6 +151,12 @@ func (q *TCPRequest) Accept() (*ForwardedTCPConn, error) {
 // Refuse answers the SYN with a RST. After Accept it does nothing.
 func (q *TCPRequest) Refuse() {
 	q.once.Do(func() { q.r.Complete(true) })
+}
+
+// Drop answers nothing: the peer's SYN is forgotten (the peer resends
+// it) and its MaxPendingTCP slot freed. After Accept it does nothing.
+func (q *TCPRequest) Drop() {
+	q.once.Do(func() { q.r.Complete(false) })
 }
 
 // ForwardedTCPConn is an accepted TCPRequest's connection.
