@@ -110,3 +110,50 @@ func TestForwarderPing(t *testing.T) {
 		t.Fatalf("forwarded an echo request to the stack's own address: %+v", <-got)
 	}
 }
+
+// A forwarded connection whose peer never completes the handshake (its
+// SYN-ACKs vanish) fails Accept after HandshakeTimeout and frees its
+// pending slot, instead of holding it through gVisor's two minutes of
+// SYN-ACK retries.
+func TestForwarderHandshakeTimeout(t *testing.T) {
+	n, err := New(Options{Addresses: []netip.Addr{addrA4}, Promiscuous: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	accepted := make(chan error, 1)
+	if err := n.SetForwarder(Forwarder{
+		TCP:              func(q *TCPRequest) { _, err := q.Accept(); accepted <- err },
+		HandshakeTimeout: 200 * time.Millisecond,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Nobody reads the stack's SYN-ACKs: they go nowhere.
+	go func() {
+		bufs := [][]byte{make([]byte, tun.Headroom+DefaultMTU)}
+		sizes := make([]int, 1)
+		for {
+			if _, err := n.Read(bufs, sizes, tun.Headroom); err != nil {
+				return
+			}
+		}
+	}()
+	syn, err := packet.TCP(packet.TCPSegment{
+		Src: netip.MustParseAddrPort("10.0.0.9:40000"), Dst: netip.MustParseAddrPort("192.0.2.1:80"),
+		Seq: 1000, Flags: packet.TCPSyn, Window: 65535,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Write([][]byte{append(make([]byte, tun.Headroom), syn...)}, tun.Headroom); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-accepted:
+		if err == nil {
+			t.Fatal("Accept succeeded for a handshake the peer never completed")
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Accept still waiting for the peer's handshake after 60 s (HandshakeTimeout 200 ms)")
+	}
+}
