@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fips-go/fips-go/internal/hist"
 )
 
 var (
@@ -432,7 +434,7 @@ func TestRxSojournCounted(t *testing.T) {
 		}
 		bufs, _, _ := rxBufs(64, 1500)
 		recvN(t, b, b.fns[0], len(want), bufs)
-		s := b.b.Stats().RxSojourn
+		s := hist.Snapshot(b.b.Stats().RxSojourn)
 		if got := s.Total(); got != uint64(len(want)) {
 			t.Fatalf("gro %v: %d datagrams timed, want %d", gro, got, len(want))
 		}

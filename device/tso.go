@@ -22,7 +22,7 @@ import (
 //
 // tsoMaxSize says what to set the interface's GSO maximum to so that no
 // super-packet has more segments than one message carries. The device
-// applies it only with Options.SizeTSO: the kernel holds packets it
+// applies it only with Options.sizeTSO: the kernel holds packets it
 // forwards into the TUN to the same maximum and segments the larger ones
 // in software, so on a forwarding gateway the sizing turned every
 // forwarded 64 KiB super-packet into 47 reads of one packet each and
@@ -68,7 +68,7 @@ type gsoSizer interface {
 // ACKs. Called with mtuMu held, or before the device runs.
 func (d *Device) sizeTSO(mtu int) {
 	sz, ok := d.tun.(gsoSizer)
-	if !ok || !d.opts.SizeTSO || mtu == d.tsoMTU {
+	if !ok || !d.opts.sizeTSO || mtu == d.tsoMTU {
 		return
 	}
 	d.tsoMTU = mtu
