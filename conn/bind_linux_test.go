@@ -471,8 +471,8 @@ func TestGROBuffersWaitForTheFirstDatagram(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
-	if len(r.gro) != b.opts.GROBuffers {
-		t.Fatalf("%d GRO buffers after the first read, want %d", len(r.gro), b.opts.GROBuffers)
+	if len(r.gro) != b.opts.groBuffers {
+		t.Fatalf("%d GRO buffers after the first read, want %d", len(r.gro), b.opts.groBuffers)
 	}
 }
 
@@ -526,7 +526,7 @@ func openMarked(t *testing.T, b *LinuxBind) {
 // families and more datagrams than one sendmmsg holds, with its sticky
 // source, and counts an invalid endpoint without losing the others.
 func TestSendEachToManyEndpoints(t *testing.T) {
-	s := openEnd(t, Options{BatchSize: 8})
+	s := openEnd(t, Options{batchSize: 8})
 	r := []*end{openEnd(t, Options{}), openEnd(t, Options{}), openEnd(t, Options{})}
 	want := burst(30, 64)
 	var eps []Endpoint

@@ -100,9 +100,9 @@ func newConnReader(o Options, st *counters) (*connReader, error) {
 		return nil, err
 	}
 	gro := !o.DisableGRO
-	n := min(o.BatchSize, connDirectBatch)
+	n := min(o.batchSize, connDirectBatch)
 	if gro {
-		n = o.GROBuffers
+		n = o.groBuffers
 	}
 	r := newReceiverArrays(nil, n, st)
 	r.call.nonblock = true

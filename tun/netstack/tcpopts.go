@@ -50,17 +50,17 @@ func (n *Net) applyTCPOptions() error {
 	moderate := tcpip.TCPModerateReceiveBufferOption(true)
 	rcv := tcpip.TCPReceiveBufferSizeRangeOption{
 		Min:     minBufferSize,
-		Default: min(defaultRcvBuffer, o.TCPReceiveBufferMax),
-		Max:     o.TCPReceiveBufferMax,
+		Default: min(defaultRcvBuffer, o.tcpReceiveBufferMax),
+		Max:     o.tcpReceiveBufferMax,
 	}
 	snd := tcpip.TCPSendBufferSizeRangeOption{
 		Min:     minBufferSize,
-		Default: o.TCPSendBuffer,
-		Max:     o.TCPSendBuffer,
+		Default: o.tcpSendBuffer,
+		Max:     o.tcpSendBuffer,
 	}
-	cc := tcpip.CongestionControlOption(o.CongestionControl)
+	cc := tcpip.CongestionControlOption(o.congestionControl)
 	recovery := tcpip.TCPRecovery(tcpip.TCPRACKLossDetection)
-	if o.DisableRACK {
+	if o.disableRACK {
 		recovery = 0
 	}
 	timeWait := tcpip.TCPTimeWaitTimeoutOption(o.TCPTimeWait)
