@@ -117,7 +117,7 @@ type replies struct {
 
 // flushReplies sends the waiting replies, in one call when the bind can
 // send each to its own endpoint (a flood's replies cost a syscall apiece
-// otherwise: 16% of the victim's CPU in the flood benchmark).
+// otherwise, a large share of the victim's CPU).
 func (d *Device) flushReplies(out *replies) {
 	if out.n == 0 {
 		return
