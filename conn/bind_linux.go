@@ -49,7 +49,7 @@ func NewLinux(opts Options) *LinuxBind {
 	// Each concurrent Send holds one scratch; beyond that Sends wait.
 	return &LinuxBind{
 		opts:     o,
-		sendPool: newFreeList(o.MaxConcurrentSends, func() *sendScratch { return newSendScratch(o.BatchSize) }),
+		sendPool: newFreeList(o.maxConcurrentSends, func() *sendScratch { return newSendScratch(o.batchSize) }),
 	}
 }
 
@@ -152,7 +152,7 @@ func (b *LinuxBind) Shed(on bool) {
 func (b *LinuxBind) shedSockets(st *linuxState, on bool) {
 	// A negative SocketBuffer leaves the kernel's buffers alone, so there
 	// is nothing to restore to: only the age check sheds then.
-	size := b.opts.SocketBuffer
+	size := b.opts.socketBuffer
 	if on {
 		size = min(size, ShedBuffer)
 	}
@@ -167,7 +167,7 @@ func (b *LinuxBind) shedSockets(st *linuxState, on bool) {
 }
 
 // BatchSize implements Bind.
-func (b *LinuxBind) BatchSize() int { return b.opts.BatchSize }
+func (b *LinuxBind) BatchSize() int { return b.opts.batchSize }
 
 // Stats implements StatsBind.
 func (b *LinuxBind) Stats() Stats { return b.stats.snapshot() }

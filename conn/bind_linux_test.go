@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fips-go/fips-go/internal/hist"
 )
 
 var (
@@ -432,7 +434,7 @@ func TestRxSojournCounted(t *testing.T) {
 		}
 		bufs, _, _ := rxBufs(64, 1500)
 		recvN(t, b, b.fns[0], len(want), bufs)
-		s := b.b.Stats().RxSojourn
+		s := hist.Snapshot(b.b.Stats().RxSojourn)
 		if got := s.Total(); got != uint64(len(want)) {
 			t.Fatalf("gro %v: %d datagrams timed, want %d", gro, got, len(want))
 		}
@@ -469,8 +471,8 @@ func TestGROBuffersWaitForTheFirstDatagram(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
-	if len(r.gro) != b.opts.GROBuffers {
-		t.Fatalf("%d GRO buffers after the first read, want %d", len(r.gro), b.opts.GROBuffers)
+	if len(r.gro) != b.opts.groBuffers {
+		t.Fatalf("%d GRO buffers after the first read, want %d", len(r.gro), b.opts.groBuffers)
 	}
 }
 
@@ -524,7 +526,7 @@ func openMarked(t *testing.T, b *LinuxBind) {
 // families and more datagrams than one sendmmsg holds, with its sticky
 // source, and counts an invalid endpoint without losing the others.
 func TestSendEachToManyEndpoints(t *testing.T) {
-	s := openEnd(t, Options{BatchSize: 8})
+	s := openEnd(t, Options{batchSize: 8})
 	r := []*end{openEnd(t, Options{}), openEnd(t, Options{}), openEnd(t, Options{})}
 	want := burst(30, 64)
 	var eps []Endpoint

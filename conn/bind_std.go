@@ -54,7 +54,7 @@ func (b *StdBind) Open(port uint16) ([]ReceiveFunc, uint16, error) {
 		if c == nil {
 			continue
 		}
-		if err := setSocketBuffers(c, b.opts.SocketBuffer); err != nil {
+		if err := setSocketBuffers(c, b.opts.socketBuffer); err != nil {
 			b.opts.Logf("conn: %v", err)
 		}
 		if err := allowFragments(c, c == c6); err != nil {
@@ -169,7 +169,7 @@ func (b *StdBind) Send(bufs [][]byte, ep Endpoint) error {
 }
 
 // BatchSize implements Bind.
-func (b *StdBind) BatchSize() int { return b.opts.BatchSize }
+func (b *StdBind) BatchSize() int { return b.opts.batchSize }
 
 // Stats implements StatsBind.
 func (b *StdBind) Stats() Stats { return b.stats.snapshot() }

@@ -16,7 +16,7 @@ func TestLinuxConformance(t *testing.T) {
 		"NoOffload":  {DisableGSO: true, DisableGRO: true},
 		"GSOOnly":    {DisableGRO: true},
 		"GROOnly":    {DisableGSO: true},
-		"SmallBatch": {BatchSize: 7, GROBuffers: 2, MaxConcurrentSends: 1},
+		"SmallBatch": conn.Sized(conn.Options{}, 7, 2, 1),
 	} {
 		t.Run(name, func(t *testing.T) {
 			conntest.Run(t, func(t *testing.T) (a, b conn.Bind) {

@@ -150,12 +150,16 @@ type Stats struct {
 
 	// RxSojourn is how long received datagrams waited between the kernel
 	// receiving them and the bind handing them out: the socket's queue
-	// plus the wait for a reader. Empty where the kernel gives no receive
-	// timestamps.
-	RxSojourn hist.Snapshot
+	// plus the wait for a reader. Element i counts waits of at most 2^i
+	// microseconds (and more than 2^(i-1)); the last counts the longer
+	// ones. Empty where the kernel gives no receive timestamps.
+	RxSojourn [SojournBuckets]uint64
 	// RxSojournNanos is the total of those waits, in nanoseconds.
 	RxSojournNanos uint64
 }
+
+// SojournBuckets is the length of Stats.RxSojourn.
+const SojournBuckets = hist.Buckets
 
 // StatsBind is implemented by binds that keep Stats.
 type StatsBind interface {

@@ -71,9 +71,8 @@ const (
 	connEvents = 128
 	// connPollEvery is how often, in read rounds, the reader looks for
 	// newly ready sockets while some are still in the ring: a look is a
-	// system call, which in every round cost about 2% of the CPU of a
-	// daemon receiving one TCP stream. A socket that becomes ready waits
-	// at most that many rounds for its turn.
+	// system call, too costly for every round. A socket that becomes
+	// ready waits at most that many rounds for its turn.
 	connPollEvery = 4
 )
 
@@ -100,9 +99,9 @@ func newConnReader(o Options, st *counters) (*connReader, error) {
 		return nil, err
 	}
 	gro := !o.DisableGRO
-	n := min(o.BatchSize, connDirectBatch)
+	n := min(o.batchSize, connDirectBatch)
 	if gro {
-		n = o.GROBuffers
+		n = o.groBuffers
 	}
 	r := newReceiverArrays(nil, n, st)
 	r.call.nonblock = true

@@ -228,7 +228,7 @@ func TestConnectedReaderManyActiveSockets(t *testing.T) {
 // for drained, it would wait for its next datagram's epoll edge with the
 // rest of its queue unread.
 func TestConnectedReaderSmallBatch(t *testing.T) {
-	us := openEnd(t, Options{DisableGRO: true, BatchSize: 4})
+	us := openEnd(t, Options{DisableGRO: true, batchSize: 4})
 	a, aAddr := peerSock(t)
 	connect(t, us, Endpoint{Dst: aAddr})
 	want := burst(10, 20)

@@ -73,9 +73,9 @@ func (c *mmsgCall) send(fd uintptr) bool { return c.do(unix.SYS_SENDMMSG, fd) }
 // its P for long. It saves the data path the latency of waking the
 // runtime's monitor thread: when every P has been idle for a while sysmon
 // sleeps, and the first ordinary system call after that wakes it with a
-// futex, on the path of the packet that ended the quiet (about 60 µs on
-// the development VM, in each daemon on each way of an idle ping; see
-// docs/architecture.md, "Queues and latency").
+// futex, on the path of the packet that ended the quiet (in each daemon
+// on each way of an idle ping; docs/architecture.md, "Queues and
+// latency").
 func (c *mmsgCall) do(trap, fd uintptr) bool {
 	for {
 		n, _, e := unix.RawSyscall6(trap, fd, uintptr(unsafe.Pointer(&c.msgs[0])), uintptr(len(c.msgs)), unix.MSG_DONTWAIT, 0, 0)

@@ -4,38 +4,36 @@ import "runtime"
 
 // Options configure the UDP binds. The zero value is a good default.
 type Options struct {
-	// BatchSize is the most datagrams one ReceiveFunc call returns and the
-	// number of recvmmsg/sendmmsg entries per syscall. Default 128, at most
-	// 1024 (the kernel's limit on entries per call).
-	BatchSize int
 	// DisableGSO turns off UDP_SEGMENT on send; DisableGRO turns off
-	// UDP_GRO on receive. Both offloads are also turned off at run time
-	// when the kernel refuses them, and counted in Stats.
+	// UDP_GRO on receive: escape hatches for a kernel that mishandles
+	// them. Both are also turned off at run time when the kernel refuses
+	// them, and counted in Stats.
 	DisableGSO, DisableGRO bool
-	// SocketBuffer is SO_RCVBUF/SO_SNDBUF per socket in bytes (default
-	// 7 MiB; negative keeps the kernel's default). With CAP_NET_ADMIN the
-	// FORCE variants are used so net.core.rmem_max does not cap it.
-	SocketBuffer int
-	// GROBuffers is how many 64 KiB buffers a socket reads coalesced
-	// datagrams into per recvmmsg (default min(32, BatchSize)). It bounds
-	// receive memory at GROBuffers*64 KiB per socket while still letting
-	// one syscall carry many more datagrams than BatchSize.
-	GROBuffers int
-	// MaxConcurrentSends bounds the Sends in flight at once on the Linux
-	// bind; more wait for one to finish (default max(4, 2*GOMAXPROCS)).
-	// Each holds about 20 KiB of syscall scratch for BatchSize datagrams.
-	MaxConcurrentSends int
 	// MaxConnected caps the connected per-endpoint sockets (ConnectBind)
-	// one Linux bind holds; endpoints past it use the shared socket.
-	// Default 1024; negative turns connected sockets off (and leaves
-	// SO_REUSEPORT off the shared sockets). Each costs a file descriptor
-	// and an entry in an epoll instance; one reader serves all of them
-	// (ConnectBind.ConnectedReceiveFuncs), with GROBuffers read buffers
-	// of its own.
+	// one Linux bind holds, each a file descriptor; endpoints past it use
+	// the shared socket. Default 1024; negative turns connected sockets
+	// off (and SO_REUSEPORT with them).
 	MaxConnected int
 	// Logf receives rare events (offload fallbacks, socket setup); nil
 	// discards. The data path never logs per packet, it counts.
 	Logf func(format string, args ...any)
+
+	// Decided, not exposed; tests set them.
+
+	// batchSize is the most datagrams one ReceiveFunc call returns and
+	// the mmsg entries per syscall (default 128, at most 1024).
+	batchSize int
+	// socketBuffer is SO_RCVBUF/SO_SNDBUF per socket (default 7 MiB;
+	// negative keeps the kernel's), forced past net.core.rmem_max with
+	// CAP_NET_ADMIN.
+	socketBuffer int
+	// groBuffers is how many 64 KiB buffers a socket reads coalesced
+	// datagrams into per recvmmsg (default min(32, batchSize)): receive
+	// memory per socket is groBuffers*64 KiB.
+	groBuffers int
+	// maxConcurrentSends bounds the Sends in flight on the Linux bind,
+	// each with about 20 KiB of scratch (default max(4, 2*GOMAXPROCS)).
+	maxConcurrentSends int
 }
 
 const (
@@ -47,10 +45,8 @@ const (
 	// connGROBuffers is how many coalesced messages one turn of a
 	// connected socket reads (see connReader); connDirectBatch bounds a
 	// turn without GRO. Two coalesced messages (up to about 90
-	// datagrams) per read keep the socket drained in small steps: against
-	// 8, two series of bench-netns.sh put the ping RTT under four streams
-	// 8-37% lower at the same throughput and CPU per GB, in 1.3 MiB less
-	// RSS (measured when each socket had a reader of its own).
+	// datagrams) per read keep the socket drained in small steps, which
+	// lowered the loaded RTT against 8 (docs/benchmarks.md).
 	connGROBuffers  = 2
 	connDirectBatch = 32
 	// groBufferSize holds the largest coalesced message the kernel builds:
@@ -61,24 +57,24 @@ const (
 // withDefaults returns o with zero fields replaced by defaults and values
 // outside the supported range clamped, so every bind validates once.
 func (o Options) withDefaults() Options {
-	if o.BatchSize <= 0 {
-		o.BatchSize = defaultBatchSize
+	if o.batchSize <= 0 {
+		o.batchSize = defaultBatchSize
 	}
-	if o.BatchSize > maxBatchSize {
-		o.BatchSize = maxBatchSize
+	if o.batchSize > maxBatchSize {
+		o.batchSize = maxBatchSize
 	}
-	if o.SocketBuffer == 0 {
-		o.SocketBuffer = defaultSocketBuffer
+	if o.socketBuffer == 0 {
+		o.socketBuffer = defaultSocketBuffer
 	}
-	if o.GROBuffers <= 0 {
-		o.GROBuffers = min(defaultGROBuffers, o.BatchSize)
+	if o.groBuffers <= 0 {
+		o.groBuffers = min(defaultGROBuffers, o.batchSize)
 	}
-	if o.GROBuffers > o.BatchSize {
-		o.GROBuffers = o.BatchSize
+	if o.groBuffers > o.batchSize {
+		o.groBuffers = o.batchSize
 	}
-	if o.MaxConcurrentSends <= 0 {
+	if o.maxConcurrentSends <= 0 {
 		// Two per CPU covers the per-peer sequencers flushing in parallel.
-		o.MaxConcurrentSends = max(4, 2*runtime.GOMAXPROCS(0))
+		o.maxConcurrentSends = max(4, 2*runtime.GOMAXPROCS(0))
 	}
 	if o.MaxConnected == 0 {
 		o.MaxConnected = defaultMaxConnected

@@ -4,17 +4,17 @@ import "testing"
 
 func TestOptionsDefaults(t *testing.T) {
 	o := Options{}.withDefaults()
-	if o.BatchSize != 128 || o.SocketBuffer != 7<<20 || o.GROBuffers != 32 || o.MaxConcurrentSends < 4 || o.Logf == nil {
+	if o.batchSize != 128 || o.socketBuffer != 7<<20 || o.groBuffers != 32 || o.maxConcurrentSends < 4 || o.Logf == nil {
 		t.Fatalf("zero Options became %+v", o)
 	}
 	o.Logf("nil Logf must discard, not panic: %d", 1)
 
-	o = Options{BatchSize: 5000, GROBuffers: 9999, SocketBuffer: -1}.withDefaults()
-	if o.BatchSize != maxBatchSize || o.GROBuffers != maxBatchSize || o.SocketBuffer != -1 {
+	o = Options{batchSize: 5000, groBuffers: 9999, socketBuffer: -1}.withDefaults()
+	if o.batchSize != maxBatchSize || o.groBuffers != maxBatchSize || o.socketBuffer != -1 {
 		t.Fatalf("clamping gave %+v", o)
 	}
-	if o := (Options{BatchSize: 8}).withDefaults(); o.GROBuffers != 8 {
-		t.Fatalf("GROBuffers %d above BatchSize 8", o.GROBuffers)
+	if o := (Options{batchSize: 8}).withDefaults(); o.groBuffers != 8 {
+		t.Fatalf("GROBuffers %d above BatchSize 8", o.groBuffers)
 	}
 }
 

@@ -64,9 +64,9 @@ func groBuffers(n int) [][]byte {
 }
 
 func newReceiver(s *udpSocket, o Options, st *counters) *receiver {
-	n := o.BatchSize
+	n := o.batchSize
 	if s.gro {
-		n = o.GROBuffers
+		n = o.groBuffers
 	}
 	r := newReceiverArrays(s, n, st)
 	if s.gro {

@@ -19,7 +19,7 @@ func TestSocketDropsCounted(t *testing.T) {
 		}
 	}
 
-	a, b := openEnd(t, Options{}), openEnd(t, Options{SocketBuffer: 4096})
+	a, b := openEnd(t, Options{}), openEnd(t, Options{socketBuffer: 4096})
 	send(a, b)
 	recvN(t, b, b.fns[0], 1, bufs)
 	if d := b.b.Stats().RxSocketDrops; d == 0 || d >= sent {
@@ -27,7 +27,7 @@ func TestSocketDropsCounted(t *testing.T) {
 			d, sent, rcvbuf(t, b.sock(false).conn), sent-1)
 	}
 
-	b = openEnd(t, Options{SocketBuffer: 4096, DisableGRO: true})
+	b = openEnd(t, Options{socketBuffer: 4096, DisableGRO: true})
 	send(a, b)
 	asked := time.Now()
 	recvN(t, b, b.fns[0], 1, bufs) // the first read asks

@@ -50,7 +50,7 @@ func newUDPSocket(c *net.UDPConn, v6 bool, o Options, mark uint32, st *counters)
 		return nil, err
 	}
 	s := &udpSocket{conn: c, rc: rc, v6: v6}
-	if err := setSocketBuffers(c, o.SocketBuffer); err != nil {
+	if err := setSocketBuffers(c, o.socketBuffer); err != nil {
 		o.Logf("conn: %v", err)
 	}
 	if mark != 0 {

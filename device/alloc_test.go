@@ -136,7 +136,7 @@ func TestUnreachablePeerHeapStaysBounded(t *testing.T) {
 	// Ceiling: the batch pool plus the staging queue, with slack for the
 	// runtime and the test itself.
 	opts := a.dev.opts
-	ceiling := uint64(opts.Batches*opts.BatchSize*bufSizeFor(1420)) + uint64(opts.StagedPackets*1500) + 16<<20
+	ceiling := uint64(opts.batches*opts.batchSize*bufSizeFor(1420)) + uint64(opts.stagedPackets*1500) + 16<<20
 	// Earlier tests' garbage is not ours to count.
 	var ms runtime.MemStats
 	runtime.GC()

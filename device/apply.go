@@ -9,6 +9,7 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/hist"
 )
 
 // ErrInvalidConfig is wrapped by Apply errors about the request itself.
@@ -316,7 +317,7 @@ func (d *Device) counterSnapshot() []Counter {
 			Counter{"bind_conn_failures", s.ConnFailures},
 			Counter{"bind_conn_fallbacks", s.ConnFallbacks},
 		)
-		out = appendSojourn(out, "rx_socket", s.RxSojourn, s.RxSojournNanos)
+		out = appendSojourn(out, "rx_socket", hist.Snapshot(s.RxSojourn), s.RxSojournNanos)
 	}
 	for s := range numStages {
 		out = appendSojourn(out, stageNames[s], d.sojourn[s].Snapshot(), d.sojourn[s].SumNanos())

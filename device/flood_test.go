@@ -61,7 +61,7 @@ func triageDevice(t *testing.T) (*Device, noise.PublicKey) {
 		strangerTime: ratelimit.NewShare(20*time.Millisecond, 20*time.Millisecond),
 		knownTime:    ratelimit.NewShare(20*time.Millisecond, 20*time.Millisecond),
 		// anonTime nil: initiations without MAC2 under load get cookie
-		// replies (Options.AnonymousHandshakeTime < 0), which the tests
+		// replies (Options.anonymousHandshakeTime < 0), which the tests
 		// of that path need.
 
 		cookieBudget: ratelimit.NewBucket(5000, 500),
@@ -271,7 +271,7 @@ func TestTriageBoundsStrangersHandshakeWork(t *testing.T) {
 }
 
 // Strangers' initiations with a valid MAC2 are also bounded by the time
-// their handling takes (Options.StrangerHandshakeTime): the worker charges
+// their handling takes (Options.strangerHandshakeTime): the worker charges
 // each one's wall time, and while those charges exceed the share of the
 // time passed, triage turns strangers away, not a known peer. (1,000 a
 // second, the count bound alone, took about 7% of a core in the flood
@@ -326,7 +326,7 @@ func TestStrangersHandshakeTimeIsBounded(t *testing.T) {
 
 // Under load, what reaches the anonymous queue earns only a cookie reply,
 // which costs a send each: those are bounded by one budget
-// (Options.CookieReplies), and running out of it keeps the device in
+// (Options.cookieReplies), and running out of it keeps the device in
 // cookie mode, so a flood that the budget turns away cannot end load mode
 // by keeping the queue short. (In the flood benchmark, cookie replies to a
 // 130k/s flood took 45% of the victim's CPU, one send per reply.)
@@ -410,7 +410,7 @@ func TestFloodReadsArePacedUnderLoad(t *testing.T) {
 		netw := membind.NewNetwork(membind.NetOptions{QueueLen: 8192})
 		host := netip.MustParseAddr("192.0.2.2")
 		bind := netw.NewBind(host)
-		victim := newNode(t, memtun.New("v", 1420, 64), bind, addrB, host, Options{HandshakeReads: 1000, HandshakeQueue: 64})
+		victim := newNode(t, memtun.New("v", 1420, 64), bind, addrB, host, Options{handshakeReads: 1000, handshakeQueue: 64})
 		src := netw.NewBind(netip.MustParseAddr("192.0.2.66"))
 		if _, _, err := src.Open(0); err != nil {
 			t.Fatal(err)
@@ -552,7 +552,7 @@ func TestFloodIsShedWhileUnderLoad(t *testing.T) {
 		netw := membind.NewNetwork(membind.NetOptions{QueueLen: 8192})
 		host := netip.MustParseAddr("192.0.2.2")
 		bind := &shedBind{Bind: netw.NewBind(host)}
-		victim := newNode(t, memtun.New("v", 1420, 64), bind, addrB, host, Options{HandshakeQueue: 64})
+		victim := newNode(t, memtun.New("v", 1420, 64), bind, addrB, host, Options{handshakeQueue: 64})
 		src := netw.NewBind(netip.MustParseAddr("192.0.2.66"))
 		if _, _, err := src.Open(0); err != nil {
 			t.Fatal(err)
@@ -664,7 +664,7 @@ func TestConfiguredPeersFromUnknownAddressesSpendNoStrangerBudget(t *testing.T) 
 		netw := membind.NewNetwork(membind.NetOptions{})
 		hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 		a := newNode(t, memtun.New("a", 1420, 64), netw.NewBind(hostA), addrA, hostA, Options{})
-		b := newNode(t, memtun.New("b", 1420, 64), netw.NewBind(hostB), addrB, hostB, Options{StrangerHandshakes: 1})
+		b := newNode(t, memtun.New("b", 1420, 64), netw.NewBind(hostB), addrB, hostB, Options{strangerHandshakes: 1})
 		link(t, a, b)
 		pa, pb := a.dev.lookupPeer(b.key.PublicKey()), b.dev.lookupPeer(a.key.PublicKey())
 		for i := range 3 {
@@ -686,7 +686,7 @@ func TestConfiguredPeersFromUnknownAddressesSpendNoStrangerBudget(t *testing.T) 
 
 // Under load, an initiation without MAC2 from an address no peer is known
 // at is answered at once while answering such initiations has cost less
-// than Options.AnonymousHandshakeTime of each second in ones that were not answered: a
+// than Options.anonymousHandshakeTime of each second in ones that were not answered: a
 // restarted gateway's road warriors (every first initiation a configured
 // peer's) get their sessions without the cookie round trip, which a
 // standard peer completes only 5 s later, while a flood (whose initiations

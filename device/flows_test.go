@@ -122,7 +122,7 @@ func TestSparseFlowOvertakesBulkBacklog(t *testing.T) {
 	gate := &gatedBind{Bind: netw.NewBind(hostA), small: 200, open: make(chan struct{})}
 	ta := &scriptTUN{Device: memtun.New("a", 1420, 64), reads: make(chan [][]byte, 16), closed: make(chan struct{})}
 	// No queue management: the held backlog would have it drop bulk packets.
-	a := newNode(t, ta, gate, addrA, hostA, Options{AQM: aqm.Params{Target: -1}})
+	a := newNode(t, ta, gate, addrA, hostA, Options{aqmParams: aqm.Params{Target: -1}})
 	b := newNode(t, memtun.New("b", 1420, 8192), netw.NewBind(hostB), addrB, hostB, Options{})
 	// Registered after the nodes, so it runs before their Close: a held
 	// Send would keep Close waiting.

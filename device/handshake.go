@@ -26,7 +26,7 @@ type hsSlot uint8
 const (
 	slotPlain  hsSlot = iota // not under load, with MAC2, or not an initiation
 	slotKnown                // an initiation from where a configured peer is
-	slotAnon                 // an initiation that may be answered within Options.AnonymousHandshakeTime
+	slotAnon                 // an initiation that may be answered within Options.anonymousHandshakeTime
 	slotCookie               // an initiation that may earn a cookie reply and no more
 )
 
@@ -117,7 +117,7 @@ type replies struct {
 
 // flushReplies sends the waiting replies, in one call when the bind can
 // send each to its own endpoint (a flood's replies cost a syscall apiece
-// otherwise: 16% of the victim's CPU in the flood benchmark).
+// otherwise, a large share of the victim's CPU).
 func (d *Device) flushReplies(out *replies) {
 	if out.n == 0 {
 		return
@@ -184,7 +184,7 @@ func (d *Device) handleHandshake(m *hsMsg, out *replies) {
 			unproven = d.knownTime
 		case m.slot == slotAnon && typ == noise.TypeInitiation && d.anonTime != nil && d.anonTime.Allow(now):
 			// From anywhere, within what unanswered ones may cost
-			// (Options.AnonymousHandshakeTime): a flood's never are
+			// (Options.anonymousHandshakeTime): a flood's never are
 			// answered, so it spends the share at once and gets cookie
 			// replies; a restarted gateway's road warriors always are,
 			// so they are never charged and get their sessions without

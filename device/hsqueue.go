@@ -22,7 +22,7 @@ type hsQueue struct {
 	extra atomic.Int32 // buffers allocated past base, at most deep-base
 }
 
-// hsBacklog is how many times Options.HandshakeQueue the anonymous queue
+// hsBacklog is how many times Options.handshakeQueue the anonymous queue
 // holds while the initiations worked on are mostly answered: 16,384
 // messages by default, a second of a 10,000-peer restart storm and the
 // two seconds of work it takes, about 3.6 MiB at most.
@@ -132,7 +132,7 @@ func (d *Device) triage(typ uint32, msg []byte, ep conn.Endpoint, now time.Time)
 		return d.hsqPrio, 0, slotKnown
 	}
 	// Any other initiation may be answered without a cookie while
-	// unanswered ones cost less than Options.AnonymousHandshakeTime (see handleHandshake,
+	// unanswered ones cost less than Options.anonymousHandshakeTime (see handleHandshake,
 	// which pays the cookie budgets below if it turns out it may not).
 	if typ == noise.TypeInitiation && d.anonTime != nil && d.anonTime.Allow(now) {
 		return d.hsq, 0, slotAnon

@@ -30,7 +30,7 @@ func TestIdlePeersReleaseTheirBuffers(t *testing.T) {
 		leakcheck.Check(t)
 		// Small pools keep 1,001 devices cheap; per-peer sizes are the
 		// defaults (PeerQueue 256, send scratch of the bind's 128).
-		opts := Options{Workers: 1, BatchSize: 8, Batches: 4, SmallBatches: 4, HandshakeQueue: 8, StagingBuffers: 4}
+		opts := Options{Workers: 1, batchSize: 8, batches: 4, smallBatches: 4, handshakeQueue: 8, stagingBuffers: 4}
 		netw := membind.NewNetwork(membind.NetOptions{QueueLen: 64})
 		hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 		hub := newNode(t, memtun.New("hub", 1420, 64), netw.NewBind(hostA), addrA, hostA, opts)

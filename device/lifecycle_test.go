@@ -182,7 +182,7 @@ func TestLifecycleRemovalAndMTUUnderTraffic(t *testing.T) {
 func TestCookieReplyIsAnsweredAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := memPair(t, membind.NetOptions{})
-		b.dev.anonTime = nil // Options.AnonymousHandshakeTime < 0: the cookie path
+		b.dev.anonTime = nil // Options.anonymousHandshakeTime < 0: the cookie path
 		start := time.Now()
 		b.dev.load.Observe(1, 1, start) // b is under load for LoadHold
 		a.tun.(*memtun.Device).Inject(udpPacket(addrA, addrB, 1, 100))

@@ -8,7 +8,7 @@ import (
 )
 
 // ErrTooMany is wrapped by Apply when a request would take the device past
-// Options.MaxPeers or Options.MaxAllowedIPs.
+// Options.maxPeers or Options.maxAllowedIPs.
 var ErrTooMany = errors.New("device: too many peers or allowed IPs")
 
 // checkLimitsLocked refuses cfg if applying it would leave more peers than
@@ -70,8 +70,8 @@ func (d *Device) checkLimitsLocked(cfg *Config) error {
 			peers--
 		}
 	}
-	if peers > d.opts.MaxPeers {
-		return fmt.Errorf("%w: the request would leave %d peers, more than the cap of %d", ErrTooMany, peers, d.opts.MaxPeers)
+	if peers > d.opts.maxPeers {
+		return fmt.Errorf("%w: the request would leave %d peers, more than the cap of %d", ErrTooMany, peers, d.opts.maxPeers)
 	}
 	return d.checkAllowedIPsLocked(cfg, cleared, inserts)
 }
@@ -90,8 +90,8 @@ func (d *Device) checkAllowedIPsLocked(cfg *Config, cleared map[noise.PublicKey]
 			}
 		}
 	}
-	if total := kept + inserts; total > d.opts.MaxAllowedIPs {
-		return fmt.Errorf("%w: the request could leave %d allowed IPs, more than the cap of %d", ErrTooMany, total, d.opts.MaxAllowedIPs)
+	if total := kept + inserts; total > d.opts.maxAllowedIPs {
+		return fmt.Errorf("%w: the request could leave %d allowed IPs, more than the cap of %d", ErrTooMany, total, d.opts.maxAllowedIPs)
 	}
 	return nil
 }

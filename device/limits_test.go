@@ -11,8 +11,10 @@ import (
 	"github.com/fips-go/fips-go/tun/memtun"
 )
 
-func newLimitedDevice(tb testing.TB, opts device.Options) *device.Device {
+func newLimitedDevice(tb testing.TB, peers, allowedIPs int) *device.Device {
 	tb.Helper()
+	var opts device.Options
+	device.SetLimits(&opts, peers, allowedIPs)
 	netw := membind.NewNetwork(membind.NetOptions{})
 	d, err := device.New(memtun.New("u", 1420, 16), netw.NewBind(netip.MustParseAddr("192.0.2.1")), opts)
 	if err != nil {
@@ -45,7 +47,7 @@ func peersCfg(from, to int, aips ...string) *device.Config {
 // time. A request that would end past the cap is refused whole; one that
 // removes as many as it adds, or replaces them all, is not.
 func TestApplyRefusesPastPeerCap(t *testing.T) {
-	d := newLimitedDevice(t, device.Options{MaxPeers: 3})
+	d := newLimitedDevice(t, 3, 0)
 	if err := d.Apply(peersCfg(0, 3)); err != nil {
 		t.Fatalf("3 peers under a cap of 3: %v", err)
 	}
@@ -82,7 +84,7 @@ func TestApplyRefusesPastPeerCap(t *testing.T) {
 // TestApplyRefusesPastAllowedIPCap: the same for allowed IPs across all
 // peers; replacing a peer's allowed IPs frees what it held.
 func TestApplyRefusesPastAllowedIPCap(t *testing.T) {
-	d := newLimitedDevice(t, device.Options{MaxAllowedIPs: 4})
+	d := newLimitedDevice(t, 0, 4)
 	first := peersCfg(0, 1, "10.0.0.0/24", "fd00::/64")
 	first.Peers = append(first.Peers, peersCfg(1, 2, "10.3.0.0/24", "fd03::/64").Peers...)
 	if err := d.Apply(first); err != nil {

@@ -109,9 +109,9 @@ func (p *Peer) carry() *peerTraffic {
 		return t
 	}
 	t := new(peerTraffic)
-	t.sendq.init(p.d.opts.PeerQueue)
-	t.recvq.init(p.d.opts.PeerQueue)
-	t.aqm.init(p.d.opts.AQM)
+	t.sendq.init(p.d.opts.peerQueue)
+	t.recvq.init(p.d.opts.peerQueue)
+	t.aqm.init(p.d.opts.aqmParams)
 	if p.live.CompareAndSwap(nil, t) {
 		return t
 	}
@@ -176,7 +176,7 @@ func (p *Peer) zeroKeysLocked() {
 // answers must not hold the data path hostage. Beyond the per-peer limit, or
 // when the pool is empty, the peer's oldest packet makes room.
 func (p *Peer) stageLocked(bufs [][]byte, sizes []int) {
-	limit := p.d.opts.StagedPackets
+	limit := p.d.opts.stagedPackets
 	for i := range bufs {
 		pkt := bufs[i][stagedFrom : stagedFrom+sizes[i]]
 		var buf []byte

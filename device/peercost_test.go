@@ -24,7 +24,7 @@ func TestConfiguredPeerHeap(t *testing.T) {
 	netw := membind.NewNetwork(membind.NetOptions{QueueLen: 64})
 	host := netip.MustParseAddr("192.0.2.1")
 	nd := newNode(t, memtun.New("gw", 1420, 64), netw.NewBind(host), addrA, host,
-		Options{Workers: 1, BatchSize: 8, Batches: 4, SmallBatches: 4, HandshakeQueue: 8, StagingBuffers: 4})
+		Options{Workers: 1, batchSize: 8, batches: 4, smallBatches: 4, handshakeQueue: 8, stagingBuffers: 4})
 	peers := make([]PeerConfig, n)
 	for i := range peers {
 		var pub noise.PublicKey

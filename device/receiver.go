@@ -26,7 +26,7 @@ func (d *Device) receiver(fn conn.ReceiveFunc, paced bool) {
 	defer d.bindWG.Done()
 	rb := d.getBatch()
 	var retry retryPolicy
-	pace := ratelimit.NewPacer(d.opts.HandshakeReads, d.opts.HandshakeReads/20)
+	pace := ratelimit.NewPacer(d.opts.handshakeReads, d.opts.handshakeReads/20)
 	answered := d.answered.Load()
 	for rb != nil {
 		if rb = d.current(rb); rb == nil {

@@ -362,7 +362,7 @@ func paddedSize(size, mtu int) int {
 func (p *Peer) flushSend(bs []*batch) {
 	t := p.carry()
 	if t.sendOut == nil { // first send: idle peers never pay for this
-		t.sendOut = make([][]byte, 0, max(p.d.opts.BatchSize, p.d.bind.BatchSize()))
+		t.sendOut = make([][]byte, 0, max(p.d.opts.batchSize, p.d.bind.BatchSize()))
 	}
 	t.sendOut = p.sendBatches(bs, t.sendOut)
 }

@@ -27,7 +27,7 @@ func TestRestartStormIsAnsweredAtFirstInitiation(t *testing.T) {
 		const peers, first, wave = 1000, 40, 240
 		netw := membind.NewNetwork(membind.NetOptions{QueueLen: 8192})
 		host := netip.MustParseAddr("192.0.2.2")
-		gw := newNode(t, memtun.New("g", 1420, 64), netw.NewBind(host), addrB, host, Options{HandshakeQueue: 64})
+		gw := newNode(t, memtun.New("g", 1420, 64), netw.NewBind(host), addrB, host, Options{handshakeQueue: 64})
 		gen := noise.NewCookieGenerator(gw.key.PublicKey())
 		var cfg Config
 		msgs := make([][]byte, peers)

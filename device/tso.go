@@ -15,14 +15,14 @@ import (
 // receiving kernel queues them as two coalesced messages, and a receiver
 // that reads the first before the second has arrived writes the stream to
 // its TUN in two pieces, for which the receiving TCP sends two ACKs, each
-// its own trip through both daemons. Under one iperf3 stream the receiver
-// wrote 46 KB per TUN write on average; with super-packets of at most 45
-// segments, 66 KB, with about 30% fewer TUN writes, ACKs and receive
-// calls, and as many TUN reads at the sender (see docs/architecture.md, "GSO, GRO and TSO").
+// its own trip through both daemons. Super-packets of at most 45 segments
+// let the receiver write larger pieces, with fewer TUN writes, ACKs and
+// receive calls (docs/architecture.md, "GSO, GRO and TSO";
+// docs/benchmarks.md).
 //
 // tsoMaxSize says what to set the interface's GSO maximum to so that no
 // super-packet has more segments than one message carries. The device
-// applies it only with Options.SizeTSO: the kernel holds packets it
+// applies it only with Options.sizeTSO: the kernel holds packets it
 // forwards into the TUN to the same maximum and segments the larger ones
 // in software, so on a forwarding gateway the sizing turned every
 // forwarded 64 KiB super-packet into 47 reads of one packet each and
@@ -68,7 +68,7 @@ type gsoSizer interface {
 // ACKs. Called with mtuMu held, or before the device runs.
 func (d *Device) sizeTSO(mtu int) {
 	sz, ok := d.tun.(gsoSizer)
-	if !ok || !d.opts.SizeTSO || mtu == d.tsoMTU {
+	if !ok || !d.opts.sizeTSO || mtu == d.tsoMTU {
 		return
 	}
 	d.tsoMTU = mtu

@@ -114,11 +114,11 @@ func TestDeviceLeavesGSOMaxByDefault(t *testing.T) {
 		d.mtuChanged()
 	}
 	if got := td.take(nil); len(got) != 0 {
-		t.Fatalf("GSO maximum set to %v without Options.SizeTSO", got)
+		t.Fatalf("GSO maximum set to %v without Options.sizeTSO", got)
 	}
 }
 
-// With Options.SizeTSO the device sizes the TUN's super-packets at start and after each MTU
+// With Options.sizeTSO the device sizes the TUN's super-packets at start and after each MTU
 // change that calls for it, gives the kernel's default back when a new
 // MTU needs none, asks nothing when the MTU did not change, and carries on
 // (logging) when the TUN refuses.
@@ -127,7 +127,7 @@ func TestDeviceSizesTSO(t *testing.T) {
 	var mu sync.Mutex
 	var logged []string
 	d, err := New(td, membind.NewNetwork(membind.NetOptions{}).NewBind(netip.MustParseAddr("192.0.2.1")), Options{
-		SizeTSO: true,
+		sizeTSO: true,
 		Logf: func(f string, a ...any) {
 			mu.Lock()
 			defer mu.Unlock()

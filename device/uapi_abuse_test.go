@@ -41,9 +41,11 @@ func newTunnelPair(t *testing.T) *tunnelPair {
 	p := &tunnelPair{ta: memtun.New("a", 1420, 256), tb: memtun.New("b", 1420, 256)}
 	addrA, addrB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	var err error
-	// A cap below the abuse test's 100,000-peer request, as an operator
-	// may set one: the request must be refused whole.
-	if p.a, err = device.New(p.ta, netw.NewBind(addrA), device.Options{ListenPort: 51820, MaxPeers: 1 << 16}); err != nil {
+	// A cap below the abuse test's 100,000-peer request: the request
+	// must be refused whole.
+	optsA := device.Options{ListenPort: 51820}
+	device.SetLimits(&optsA, 1<<16, 0)
+	if p.a, err = device.New(p.ta, netw.NewBind(addrA), optsA); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.a.Close() })

@@ -85,7 +85,7 @@ func FuzzParseConfigFile(f *testing.F) {
 	f.Add("[Peer]\nPublicKey=" + b64(2) + "\nEndpoint=[fe80::1%eth0]:1\nPersistentKeepalive=off\nAllowedIPs=1.2.3.4,::1/128\n")
 	f.Add("[interface]#c\nlistenport=0\nprivatekey=" + b64(0) + "\n")
 	f.Fuzz(func(t *testing.T, text string) {
-		cfg, err := ipc.ParseConfigFile(strings.NewReader(text), "fuzz.conf", fakeResolve)
+		cfg, _, err := ipc.ParseConfigFile(strings.NewReader(text), "fuzz.conf", fakeResolve)
 		if err != nil {
 			var ce *ipc.ConfigError
 			if !errors.As(err, &ce) || ce.File != "fuzz.conf" || ce.Line < 0 || ce.Line > strings.Count(text, "\n")+1 {
@@ -97,7 +97,7 @@ func FuzzParseConfigFile(f *testing.F) {
 		if !simple {
 			return
 		}
-		back, err := ipc.ParseConfigFile(strings.NewReader(ipc.FormatConfig(st)), "again.conf", nil)
+		back, _, err := ipc.ParseConfigFile(strings.NewReader(ipc.FormatConfig(st)), "again.conf", nil)
 		if err != nil {
 			t.Fatalf("FormatConfig output does not parse: %v\n%s", err, ipc.FormatConfig(st))
 		}

@@ -75,7 +75,7 @@ func ParseQuickConfigFile(r io.Reader, name string, resolve Resolver) (*QuickCon
 		}
 		wg.WriteString(line)
 	}
-	cfg, names, err := ParseConfigFileNames(strings.NewReader(wg.String()), name, resolve)
+	cfg, names, err := ParseConfigFile(strings.NewReader(wg.String()), name, resolve)
 	if err != nil {
 		return nil, err
 	}

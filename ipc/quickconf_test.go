@@ -54,7 +54,7 @@ AllowedIPs = 0.0.0.0/0, ::/0
 		t.Errorf("peers %+v, want one with two allowed IPs", q.Config.Peers)
 	}
 	// The wg part is what `wg-quick strip` would hand to `wg setconf`.
-	strict, err := ipc.ParseConfigFile(strings.NewReader(ipc.StripQuickConfig(text)), "wg0.conf", fakeResolve)
+	strict, _, err := ipc.ParseConfigFile(strings.NewReader(ipc.StripQuickConfig(text)), "wg0.conf", fakeResolve)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ AllowedIPs = 0.0.0.0/0, ::/0
 
 // The strict parser keeps wg's behaviour: wg-quick keys are errors there.
 func TestParseConfigFileStillStrict(t *testing.T) {
-	_, err := ipc.ParseConfigFile(strings.NewReader("[Interface]\nAddress = 10.0.0.2/24\n"), "wg0.conf", nil)
+	_, _, err := ipc.ParseConfigFile(strings.NewReader("[Interface]\nAddress = 10.0.0.2/24\n"), "wg0.conf", nil)
 	if err == nil || !strings.Contains(err.Error(), "wg-quick key") {
 		t.Fatalf("ParseConfigFile accepted Address: %v", err)
 	}
@@ -117,7 +117,7 @@ func FuzzParseQuickConfigFile(f *testing.F) {
 			t.Fatalf("MTU %d accepted", q.MTU)
 		}
 		// The wg part parses alone once the wg-quick keys are stripped.
-		if _, err := ipc.ParseConfigFile(strings.NewReader(ipc.StripQuickConfig(text)), "f", nil); err != nil {
+		if _, _, err := ipc.ParseConfigFile(strings.NewReader(ipc.StripQuickConfig(text)), "f", nil); err != nil {
 			t.Fatalf("wg part accepted here, rejected after strip: %v", err)
 		}
 	})

@@ -15,10 +15,11 @@ import (
 // answered with one sandbox=LINE, the protections in force as the
 // daemon's start-up log names them, then errno=0.
 
-// SandboxHandler is a Handler that also says how it is sandboxed.
-type SandboxHandler interface {
+// sandboxHandler is a Handler that also says how it is sandboxed: the
+// daemon's, whose Sandbox is one line naming the protections in force.
+// Unexported because only fips-go's own daemon has a sandbox to report.
+type sandboxHandler interface {
 	Handler
-	// Sandbox is one line naming the protections in force.
 	Sandbox() string
 }
 
@@ -28,7 +29,7 @@ func handleSandbox(reply *bytes.Buffer, br *bufio.Reader, h Handler) bool {
 		writeErrno(reply, ErrnoInvalid)
 		return false
 	}
-	sh, ok := h.(SandboxHandler)
+	sh, ok := h.(sandboxHandler)
 	if !ok {
 		writeErrno(reply, ErrnoInvalid)
 		return true

@@ -2,10 +2,8 @@ package ipc_test
 
 import (
 	"errors"
-	"strings"
 	"testing"
 
-	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/ipc"
 )
 
@@ -41,16 +39,5 @@ func TestSandboxRoundTrip(t *testing.T) {
 	}
 	if _, err := c.Get(); err != nil {
 		t.Fatalf("get after a refused get=fipssandbox: %v", err)
-	}
-}
-
-// FormatShow prints the sandbox line under the interface.
-func TestShowSandboxLine(t *testing.T) {
-	var b strings.Builder
-	if err := ipc.FormatShow(&b, "wg0", device.Status{ListenPort: 51820}, ipc.ShowOptions{Sandbox: "off"}); err != nil {
-		t.Fatal(err)
-	}
-	if want := "interface: wg0\n  listening port: 51820\n  sandbox: off\n"; b.String() != want {
-		t.Fatalf("got %q, want %q", b.String(), want)
 	}
 }

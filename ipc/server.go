@@ -14,7 +14,9 @@ import (
 )
 
 // Handler is the device as the UAPI server sees it. Both methods may be
-// called concurrently from several connections.
+// called concurrently from several connections. A Handler that is also a
+// NamesHandler answers fips-go's get/set=fipsnames; one with a
+// Sandbox() string method, get=fipssandbox.
 type Handler interface {
 	// Apply applies cfg atomically: all of it or, when it returns an error,
 	// none of it. The error's errno (see ErrnoOf) goes back to the client.

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/internal/showfmt"
 	"github.com/fips-go/fips-go/ipc"
 )
 
@@ -99,11 +100,11 @@ func TestWgInterop(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	ipc.FormatDump(&b, "", st)
+	showfmt.FormatDump(&b, "", st)
 	compare([]string{"show", name, "dump"}, b.String())
 	compare([]string{"showconf", name}, ipc.FormatConfig(st))
 	b.Reset()
-	ipc.FormatShow(&b, name, st, ipc.ShowOptions{})
+	showfmt.FormatShow(&b, name, st, showfmt.ShowOptions{})
 	compare([]string{"show", name}, b.String())
 
 	out, err := run("show", "interfaces")
@@ -166,11 +167,13 @@ func TestWgConfSemantics(t *testing.T) {
 		}
 		switch step.cmd {
 		case "setconf":
-			apply(ipc.ParseConfigFile(strings.NewReader(step.text), step.file, nil))
+			cfg, _, err := ipc.ParseConfigFile(strings.NewReader(step.text), step.file, nil)
+			apply(cfg, err)
 		case "addconf":
-			apply(ipc.ParseAddConfigFile(strings.NewReader(step.text), step.file, nil))
+			cfg, _, err := ipc.ParseAddConfigFile(strings.NewReader(step.text), step.file, nil)
+			apply(cfg, err)
 		case "syncconf":
-			want, err := ipc.ParseConfigFile(strings.NewReader(step.text), step.file, nil)
+			want, _, err := ipc.ParseConfigFile(strings.NewReader(step.text), step.file, nil)
 			apply(ipc.SyncConfig(ours.Status(), want), err)
 		}
 		check(step.cmd + " " + filepath.Base(step.file))

@@ -43,17 +43,22 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 // in errors, which read "name:line: what was wrong". Host names in Endpoint
 // are resolved with resolve (nil: host names are an error).
 //
+// names holds the peers whose Endpoint names a host rather than an
+// address, with that "host:port" as written, so that the caller can follow
+// the name when it moves.
+//
 // Like wg, the parser is strict: the wg-quick keys (Address, DNS, MTU,
 // Table, Pre/PostUp, Pre/PostDown, SaveConfig) are errors. Pass a wg-quick
 // file through StripQuickConfig first, as `wg-quick strip` does.
-func ParseConfigFile(r io.Reader, name string, resolve Resolver) (*device.Config, error) {
+func ParseConfigFile(r io.Reader, name string, resolve Resolver) (cfg *device.Config, names map[noise.PublicKey]string, err error) {
 	return parseConfig(r, name, resolve, false)
 }
 
 // ParseAddConfigFile reads a configuration file with `wg addconf`
 // semantics: only what the file states is set, and peers are added to the
 // existing ones (each listed peer still replaces its own allowed IPs).
-func ParseAddConfigFile(r io.Reader, name string, resolve Resolver) (*device.Config, error) {
+// names is as ParseConfigFile's.
+func ParseAddConfigFile(r io.Reader, name string, resolve Resolver) (cfg *device.Config, names map[noise.PublicKey]string, err error) {
 	return parseConfig(r, name, resolve, true)
 }
 
@@ -80,21 +85,8 @@ func (c *countingReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// ParseConfigFileNames is ParseConfigFile that also returns the peers whose
-// Endpoint names a host rather than an address, with that "host:port" as
-// written, so that the caller can follow the name when it moves.
-func ParseConfigFileNames(r io.Reader, name string, resolve Resolver) (*device.Config, map[noise.PublicKey]string, error) {
-	p, err := parseConfigWith(r, name, resolve, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	return &p.cfg, p.endpointNames(), nil
-}
-
-// ParseAddConfigFileNames is ParseAddConfigFile with the names of
-// ParseConfigFileNames.
-func ParseAddConfigFileNames(r io.Reader, name string, resolve Resolver) (*device.Config, map[noise.PublicKey]string, error) {
-	p, err := parseConfigWith(r, name, resolve, true)
+func parseConfig(r io.Reader, name string, resolve Resolver, appendMode bool) (*device.Config, map[noise.PublicKey]string, error) {
+	p, err := parseConfigWith(r, name, resolve, appendMode)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -109,14 +101,6 @@ func (p *confParser) endpointNames() map[noise.PublicKey]string {
 		}
 	}
 	return names
-}
-
-func parseConfig(r io.Reader, name string, resolve Resolver, appendMode bool) (*device.Config, error) {
-	p, err := parseConfigWith(r, name, resolve, appendMode)
-	if err != nil {
-		return nil, err
-	}
-	return &p.cfg, nil
 }
 
 func parseConfigWith(r io.Reader, name string, resolve Resolver, appendMode bool) (*confParser, error) {

@@ -28,7 +28,7 @@ func fakeResolve(host string) ([]netip.Addr, error) {
 
 func parseConf(t *testing.T, text string) *device.Config {
 	t.Helper()
-	cfg, err := ipc.ParseConfigFile(strings.NewReader(text), "wg0.conf", fakeResolve)
+	cfg, _, err := ipc.ParseConfigFile(strings.NewReader(text), "wg0.conf", fakeResolve)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestParseConfigFileIncrementalAllowedIPs(t *testing.T) {
 
 func TestParseAddConfigFile(t *testing.T) {
 	text := "[Interface]\nListenPort=7\n[Peer]\nPublicKey=" + b64(2) + "\n"
-	got, err := ipc.ParseAddConfigFile(strings.NewReader(text), "x.conf", nil)
+	got, _, err := ipc.ParseAddConfigFile(strings.NewReader(text), "x.conf", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestParseConfigFileErrors(t *testing.T) {
 		{"[Interface]\n" + strings.Repeat("#", 2<<20), 2, "longer than"},
 	}
 	for _, tt := range tests {
-		_, err := ipc.ParseConfigFile(strings.NewReader(tt.text), "wg0.conf", fakeResolve)
+		_, _, err := ipc.ParseConfigFile(strings.NewReader(tt.text), "wg0.conf", fakeResolve)
 		var ce *ipc.ConfigError
 		if !errors.As(err, &ce) || ce.Line != tt.line || ce.File != "wg0.conf" {
 			t.Errorf("%.40q: err %v, want an error at wg0.conf:%d", tt.text, err, tt.line)
@@ -184,7 +184,7 @@ func TestParseConfigFileErrors(t *testing.T) {
 		}
 	}
 	// Host names need a resolver.
-	if _, err := ipc.ParseConfigFile(strings.NewReader(peer+"Endpoint=test.wireguard.com:1"), "f", nil); err == nil {
+	if _, _, err := ipc.ParseConfigFile(strings.NewReader(peer+"Endpoint=test.wireguard.com:1"), "f", nil); err == nil {
 		t.Error("host name accepted without a resolver")
 	}
 }
@@ -205,11 +205,11 @@ func TestStripQuickConfig(t *testing.T) {
 	if got != want {
 		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
 	}
-	if _, err := ipc.ParseConfigFile(strings.NewReader(got), "f", nil); err != nil {
+	if _, _, err := ipc.ParseConfigFile(strings.NewReader(got), "f", nil); err != nil {
 		t.Fatal(err)
 	}
 	// Only [Interface] keys are stripped.
-	if _, err := ipc.ParseConfigFile(strings.NewReader(ipc.StripQuickConfig("[Peer]\nPublicKey="+b64(2)+"\nDNS=1.1.1.1\n")), "f", nil); err == nil {
+	if _, _, err := ipc.ParseConfigFile(strings.NewReader(ipc.StripQuickConfig("[Peer]\nPublicKey="+b64(2)+"\nDNS=1.1.1.1\n")), "f", nil); err == nil {
 		t.Fatal("DNS in a [Peer] section was stripped")
 	}
 }
@@ -320,7 +320,7 @@ func TestSyncConfig(t *testing.T) {
 	}
 }
 
-// ParseConfigFileNames keeps the Endpoint of a peer as written when it
+// ParseConfigFile keeps the Endpoint of a peer as written when it
 // names a host, so that the caller can follow the name; literal addresses
 // are not names.
 func TestParseConfigFileNames(t *testing.T) {
@@ -335,7 +335,7 @@ func TestParseConfigFileNames(t *testing.T) {
 		}
 		return []netip.Addr{netip.MustParseAddr("198.51.100.1")}, nil
 	}
-	cfg, names, err := ipc.ParseConfigFileNames(strings.NewReader(text), "wg0.conf", resolve)
+	cfg, names, err := ipc.ParseConfigFile(strings.NewReader(text), "wg0.conf", resolve)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fips-go/fips-go/internal/packet"
 	"github.com/fips-go/fips-go/tun"
 	"github.com/fips-go/fips-go/tun/memtun"
 	"golang.org/x/sys/unix"
@@ -94,7 +95,7 @@ func reader(dev tun.Device) <-chan []byte {
 }
 
 // await returns the first packet from ch that match accepts.
-func await(t *testing.T, ch <-chan []byte, what string, match func(memtun.PacketInfo) bool) memtun.PacketInfo {
+func await(t *testing.T, ch <-chan []byte, what string, match func(packet.Info) bool) packet.Info {
 	t.Helper()
 	timeout := time.After(10 * time.Second)
 	for {
@@ -103,7 +104,7 @@ func await(t *testing.T, ch <-chan []byte, what string, match func(memtun.Packet
 			if !ok {
 				t.Fatalf("device closed while waiting for %s", what)
 			}
-			in, err := memtun.ParsePacket(p)
+			in, err := packet.Parse(p)
 			if err == nil && match(in) {
 				if err := memtun.VerifyPacket(p); err != nil {
 					t.Fatalf("%s from the kernel: %v", what, err)
@@ -149,8 +150,8 @@ func TestKernelTUN(t *testing.T) {
 	if err := ping.Start(); err != nil {
 		t.Fatal(err)
 	}
-	req := await(t, pkts, "ICMP echo request", func(in memtun.PacketInfo) bool {
-		return in.Proto == memtun.ProtoICMPv4 && in.ICMPType == 8 && in.Dst == peer
+	req := await(t, pkts, "ICMP echo request", func(in packet.Info) bool {
+		return in.Proto == packet.ProtoICMPv4 && in.ICMPType == 8 && in.Dst == peer
 	})
 	writePacket(t, dev, memtun.BuildICMPv4Echo(peer, local, true, req.EchoID, req.EchoSeq, req.Payload))
 	if err := ping.Wait(); err != nil {
@@ -168,8 +169,8 @@ func TestKernelTUN(t *testing.T) {
 	if _, err := sock.WriteToUDPAddrPort([]byte("to the tunnel"), peerAP); err != nil {
 		t.Fatal(err)
 	}
-	got := await(t, pkts, "UDP datagram", func(in memtun.PacketInfo) bool {
-		return in.Proto == memtun.ProtoUDP && in.Dst == peer && in.DstPort == 9999
+	got := await(t, pkts, "UDP datagram", func(in packet.Info) bool {
+		return in.Proto == packet.ProtoUDP && in.Dst == peer && in.DstPort == 9999
 	})
 	if string(got.Payload) != "to the tunnel" || got.SrcPort != sockAddr.Port() {
 		t.Fatalf("UDP from kernel: %+v", got)
@@ -316,18 +317,18 @@ func TestKernelTUNCoalescedWrites(t *testing.T) {
 	srv := ln.Addr().(*net.TCPAddr).AddrPort()
 	cli := netip.AddrPortFrom(peer, 40000)
 	seg := func(seq, ack uint32, flags uint8, payload []byte) []byte {
-		p, err := memtun.BuildTCP(memtun.TCPSegment{Src: cli, Dst: srv, Seq: seq, Ack: ack, Flags: flags, Window: 65535, Payload: payload})
+		p, err := packet.TCP(packet.TCPSegment{Src: cli, Dst: srv, Seq: seq, Ack: ack, Flags: flags, Window: 65535, Payload: payload})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
-	batch(seg(100, 0, memtun.TCPSyn, nil))
-	synack := await(t, pkts, "SYN-ACK", func(in memtun.PacketInfo) bool {
-		return in.Proto == memtun.ProtoTCP && in.DstPort == cli.Port() && in.Flags&memtun.TCPSyn != 0
+	batch(seg(100, 0, packet.TCPSyn, nil))
+	synack := await(t, pkts, "SYN-ACK", func(in packet.Info) bool {
+		return in.Proto == packet.ProtoTCP && in.DstPort == cli.Port() && in.Flags&packet.TCPSyn != 0
 	})
 	ack := synack.Seq + 1
-	batch(seg(101, ack, memtun.TCPAck, nil))
+	batch(seg(101, ack, packet.TCPAck, nil))
 	c, err := ln.AcceptTCP()
 	if err != nil {
 		t.Fatal(err)
@@ -339,9 +340,9 @@ func TestKernelTUNCoalescedWrites(t *testing.T) {
 		ps = ps[:0]
 		for i := range 40 {
 			payload := bytes.Repeat([]byte{byte(b*40 + i)}, 1000)
-			flags := uint8(memtun.TCPAck)
+			flags := uint8(packet.TCPAck)
 			if i == 39 {
-				flags |= memtun.TCPPsh
+				flags |= packet.TCPPsh
 			}
 			ps = append(ps, seg(seq, ack, flags, payload))
 			sent = append(sent, payload...)
@@ -361,8 +362,8 @@ func TestKernelTUNCoalescedWrites(t *testing.T) {
 	for len(recv) < len(back) {
 		select {
 		case p := <-pkts:
-			in, err := memtun.ParsePacket(p)
-			if err != nil || in.Proto != memtun.ProtoTCP || in.DstPort != cli.Port() || len(in.Payload) == 0 {
+			in, err := packet.Parse(p)
+			if err != nil || in.Proto != packet.ProtoTCP || in.DstPort != cli.Port() || len(in.Payload) == 0 {
 				continue
 			}
 			if err := memtun.VerifyPacket(p); err != nil {
@@ -376,7 +377,7 @@ func TestKernelTUNCoalescedWrites(t *testing.T) {
 			}
 			recv = append(recv, in.Payload...)
 			// acknowledge so the window stays open
-			batch(seg(seq, in.Seq+uint32(len(in.Payload)), memtun.TCPAck, nil))
+			batch(seg(seq, in.Seq+uint32(len(in.Payload)), packet.TCPAck, nil))
 		case <-deadline:
 			t.Fatalf("%d of %d bytes from the kernel arrived", len(recv), len(back))
 		}

@@ -19,10 +19,9 @@ import (
 // never holds its P for long. What that saves is the latency of an idle
 // tunnel: when every P has been idle for a while the runtime's monitor
 // thread (sysmon) sleeps, and the first ordinary system call after that
-// wakes it with a futex, on the path of the packet that ended the quiet.
-// On the development VM each such wake-up cost about 60 µs, and an idle
-// ping met one in each daemon on each way (see docs/architecture.md, "Queues and
-// latency").
+// wakes it with a futex, on the path of the packet that ended the quiet;
+// an idle ping met one in each daemon on each way (docs/architecture.md,
+// "Queues and latency").
 
 // fdCalls makes the data path's system calls on a TUN descriptor: raw
 // where they cannot block (see above), ordinary otherwise.

@@ -100,14 +100,14 @@ func clientCommands() []*cli.Command {
 				return withClient(args[0], func(cl *ipc.Client) error { return cl.Set(cfg) })
 			},
 		},
-		confCommand("setconf", "replace the interface's configuration with a config file", ipc.ParseConfigFileNames, true),
-		confCommand("addconf", "add the peers and settings of a config file to the interface", ipc.ParseAddConfigFileNames, false),
+		confCommand("setconf", "replace the interface's configuration with a config file", ipc.ParseConfigFile, true),
+		confCommand("addconf", "add the peers and settings of a config file to the interface", ipc.ParseAddConfigFile, false),
 		{
 			Name:      "syncconf",
 			Usage:     "make the interface match a config file, disturbing unchanged peers as little as possible",
 			ArgsUsage: "IFACE FILE",
 			Action: func(ctx context.Context, c *cli.Command) error {
-				iface, want, names, err := readConf(c, ipc.ParseConfigFileNames)
+				iface, want, names, err := readConf(c, ipc.ParseConfigFile)
 				if err != nil {
 					return err
 				}

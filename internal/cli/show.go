@@ -10,6 +10,7 @@ import (
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
+	"github.com/fips-go/fips-go/internal/showfmt"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/urfave/cli/v3"
 )
@@ -28,8 +29,8 @@ func cmdShow(ctx context.Context, c *cli.Command) error {
 	}
 	if len(args) > 1 {
 		field = args[1]
-		if !slices.Contains(ipc.ShowFields, field) {
-			return fmt.Errorf("show: invalid parameter %q (want one of %s)", field, strings.Join(ipc.ShowFields, ", "))
+		if !slices.Contains(showfmt.ShowFields, field) {
+			return fmt.Errorf("show: invalid parameter %q (want one of %s)", field, strings.Join(showfmt.ShowFields, ", "))
 		}
 	}
 	w := c.Root().Writer
@@ -58,7 +59,7 @@ func cmdShow(ctx context.Context, c *cli.Command) error {
 			return err
 		}
 	}
-	opts := ipc.ShowOptions{Now: time.Now(), Counters: c.Bool("counters") && field == "", ShowKeys: c.Bool("show-keys")}
+	opts := showfmt.ShowOptions{Now: time.Now(), Counters: c.Bool("counters") && field == "", ShowKeys: c.Bool("show-keys")}
 	for i, name := range names {
 		st, epNames, sandbox, err := getStatus(name, opts.Counters, field == "")
 		opts.EndpointNames = epNames
@@ -81,12 +82,12 @@ func cmdShow(ctx context.Context, c *cli.Command) error {
 			if all {
 				prefix = name
 			}
-			err = ipc.FormatField(w, prefix, st, field)
+			err = showfmt.FormatField(w, prefix, st, field)
 		} else {
 			if i > 0 {
 				fmt.Fprintln(w)
 			}
-			err = ipc.FormatShow(w, name, st, opts)
+			err = showfmt.FormatShow(w, name, st, opts)
 		}
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/internal/showfmt"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/urfave/cli/v3"
 )
@@ -54,7 +55,7 @@ func watch(ctx context.Context, c *cli.Command, iface string) error {
 		if !prevAt.IsZero() {
 			dt = at.Sub(prevAt)
 		}
-		ipc.FormatWatch(&frame, iface, prev, cur, dt, at, ipc.WatchOptions{})
+		showfmt.FormatWatch(&frame, iface, prev, cur, dt, at, showfmt.WatchOptions{})
 		if _, err := w.Write(frame.Bytes()); err != nil {
 			return err
 		}

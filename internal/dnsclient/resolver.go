@@ -7,7 +7,9 @@
 // A lookup asks the servers in order, each for at most Config.Timeout
 // (DefaultTimeout, 2 s) per attempt: a server that does not answer in
 // time, answers SERVFAIL, REFUSED or something that does not parse, or
-// cannot be reached, passes the question to the next. An answer of
+// cannot be reached, passes the question to the next. When a round ends
+// without an answer and some server was silent, there is one more round
+// (a datagram may have been lost). An answer of
 // NXDOMAIN or of no records is authoritative and ends the question. A
 // truncated answer is asked again over TCP of the same server. Queries
 // carry random IDs, and datagrams that do not answer the question asked
@@ -32,6 +34,10 @@ import (
 // (over UDP, and again over TCP when the answer is truncated) before the
 // next server is asked.
 const DefaultTimeout = 2 * time.Second
+
+// attempts is how many rounds a question may take through the servers
+// while some of them stay silent, as resolv.conf's default attempts:2.
+const attempts = 2
 
 // ErrNoServers: a name is neither an address nor in Config.Hosts, and
 // there is no server to ask.
@@ -249,20 +255,30 @@ func merge(results []result) ([]netip.Addr, *net.DNSError) {
 // addresses, or an error naming the last server asked.
 func (r *Resolver) query(ctx context.Context, q dnsmessage.Question) ([]netip.Addr, *net.DNSError) {
 	var last *net.DNSError
-	for _, s := range r.servers {
-		ans, err := r.exchange(ctx, s, q)
-		switch {
-		case ctx.Err() != nil:
-			return nil, contextError(ctx.Err(), s)
-		case err != nil:
-			last = serverError(err, s)
-		case ans.rcode == dnsmessage.RCodeNameError,
-			ans.rcode == dnsmessage.RCodeSuccess && len(ans.addrs) == 0:
-			return nil, &net.DNSError{Err: "no such host", Server: s.String(), IsNotFound: true}
-		case ans.rcode == dnsmessage.RCodeSuccess:
-			return ans.addrs, nil
-		default:
-			last = &net.DNSError{Err: "server misbehaving", Server: s.String(), IsTemporary: true}
+	for round := range attempts {
+		timedOut := false
+		for _, s := range r.servers {
+			ans, err := r.exchange(ctx, s, q)
+			switch {
+			case ctx.Err() != nil:
+				return nil, contextError(ctx.Err(), s)
+			case err != nil:
+				last = serverError(err, s)
+				timedOut = timedOut || last.IsTimeout
+			case ans.rcode == dnsmessage.RCodeNameError,
+				ans.rcode == dnsmessage.RCodeSuccess && len(ans.addrs) == 0:
+				return nil, &net.DNSError{Err: "no such host", Server: s.String(), IsNotFound: true}
+			case ans.rcode == dnsmessage.RCodeSuccess:
+				return ans.addrs, nil
+			default:
+				last = &net.DNSError{Err: "server misbehaving", Server: s.String(), IsTemporary: true}
+			}
+		}
+		// Only a round in which some server was silent is worth another:
+		// a datagram may have been lost. Failures that answered will
+		// answer the same again.
+		if !timedOut || round == attempts-1 {
+			break
 		}
 	}
 	return nil, last

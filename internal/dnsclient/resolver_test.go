@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -75,8 +76,9 @@ func TestNextServerOnTimeout(t *testing.T) {
 	})
 }
 
-// Every server silent: a timeout error naming the last one, after one
-// timeout each, also for "ip", whose two queries go out together.
+// Every server silent: a timeout error naming the last one, after two
+// rounds of one timeout each, also for "ip", whose two queries go out
+// together.
 func TestAllSilent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeNet{servers: map[netip.AddrPort]handler{s1: silent, s2: silent}}
@@ -87,11 +89,11 @@ func TestAllSilent(t *testing.T) {
 		if !errors.As(err, &e) || !e.IsTimeout || e.IsNotFound || e.Server != s2.String() || e.Name != "web.internal" {
 			t.Fatalf("got %#v, want a timeout from %v", err, s2)
 		}
-		if d := time.Since(start); d != 2*DefaultTimeout {
-			t.Fatalf("took %v, want %v", d, 2*DefaultTimeout)
+		if d := time.Since(start); d != 2*attempts*DefaultTimeout {
+			t.Fatalf("took %v, want %v", d, 2*attempts*DefaultTimeout)
 		}
-		if n := len(f.log()); n != 4 {
-			t.Fatalf("%d queries, want A and AAAA to each server: %q", n, f.log())
+		if n := len(f.log()); n != 4*attempts {
+			t.Fatalf("%d queries, want A and AAAA to each server in each round: %q", n, f.log())
 		}
 	})
 }
@@ -224,8 +226,8 @@ func TestSearchStopsOnTimeout(t *testing.T) {
 		if e, ok := err.(*net.DNSError); !ok || !e.IsTimeout {
 			t.Fatalf("got %v", err)
 		}
-		if n := len(f.log()); n != 1 {
-			t.Fatalf("%d queries after a timeout", n)
+		if n := len(f.log()); n != attempts {
+			t.Fatalf("%d queries, want %d rounds of the first name only", n, attempts)
 		}
 	})
 }
@@ -321,6 +323,35 @@ func TestContextEnds(t *testing.T) {
 		cancel()
 		if _, err := r.LookupNetIP(ctx, "ip", "web.internal"); !errors.Is(err, context.Canceled) {
 			t.Fatalf("canceled: got %v", err)
+		}
+	})
+}
+
+// One lost datagram does not fail a lookup: when every server timed out,
+// each is asked once more, as resolv.conf's attempts:2 does.
+func TestLostQueryAskedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		seen := 0
+		lossy := func(network string, query []byte) [][]byte {
+			mu.Lock()
+			seen++
+			first := seen == 1
+			mu.Unlock()
+			if first {
+				return nil
+			}
+			return webZone(network, query)
+		}
+		f := &fakeNet{servers: map[netip.AddrPort]handler{s1: lossy}}
+		r := newResolver(f, Config{Servers: []netip.AddrPort{s1}})
+		start := time.Now()
+		got, err := r.LookupNetIP(context.Background(), "ip4", "web.internal")
+		if err != nil || !slices.Equal(got, []netip.Addr{web4}) {
+			t.Fatalf("got %v, %v", got, err)
+		}
+		if d := time.Since(start); d != DefaultTimeout {
+			t.Fatalf("took %v, want one timeout (%v)", d, DefaultTimeout)
 		}
 	})
 }

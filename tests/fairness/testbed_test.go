@@ -12,6 +12,7 @@ import (
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/internal/devicetest"
+	"github.com/fips-go/fips-go/internal/tuning"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
 
@@ -71,9 +72,15 @@ var gatewayOptions = device.Options{}
 
 // spokeOptions keep 100 devices cheap: one crypto worker and small pools
 // each (the gateway, not the spokes, is what is measured).
-var spokeOptions = device.Options{Workers: 1, BatchSize: 32, Batches: 4, SmallBatches: 16, HandshakeQueue: 16, StagingBuffers: 128}
+var spokeOptions = sized(1, 4)
 
-var heavyOptions = device.Options{Workers: 10, BatchSize: 32, Batches: 40, SmallBatches: 16, HandshakeQueue: 16, StagingBuffers: 128}
+var heavyOptions = sized(10, 40)
+
+func sized(workers, batches int) device.Options {
+	o := device.Options{Workers: workers}
+	tuning.SetDevice(&o, tuning.Device{BatchSize: 32, Batches: batches, SmallBatches: 16, HandshakeQueue: 16, StagingBuffers: 128})
+	return o
+}
 
 func newTestbed(t testing.TB, ctx context.Context) *testbed {
 	t.Helper()

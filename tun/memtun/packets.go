@@ -58,35 +58,9 @@ func BuildICMPEcho(src, dst netip.Addr, reply bool, id, seq uint16, payload []by
 	return packet.ICMPEcho(src, dst, reply, id, seq, payload)
 }
 
-// TCPSegment describes a segment for BuildTCP.
-type TCPSegment = packet.TCPSegment
-
-// BuildTCP returns a TCP segment of s.Src's family with correct checksums.
-func BuildTCP(s TCPSegment) ([]byte, error) { return packet.TCP(s) }
-
-// PacketInfo is what ParsePacket reports.
-type PacketInfo = packet.Info
-
-// ParsePacket decodes the IP and TCP, UDP or ICMP headers of pkt.
-func ParsePacket(pkt []byte) (PacketInfo, error) { return packet.Parse(pkt) }
-
 // VerifyPacket parses pkt and checks its IPv4 header checksum and its TCP,
-// UDP or ICMP checksum; errors wrap packet.ErrMalformed or ErrChecksum.
+// UDP or ICMP checksum; errors wrap ErrMalformed or ErrChecksum.
 func VerifyPacket(pkt []byte) error { return packet.Verify(pkt) }
-
-// Protocol numbers and TCP flags, for tests that inspect PacketInfo.
-const (
-	ProtoICMPv4 = packet.ProtoICMPv4
-	ProtoTCP    = packet.ProtoTCP
-	ProtoUDP    = packet.ProtoUDP
-	ProtoICMPv6 = packet.ProtoICMPv6
-	TCPFin      = packet.TCPFin
-	TCPSyn      = packet.TCPSyn
-	TCPRst      = packet.TCPRst
-	TCPPsh      = packet.TCPPsh
-	TCPAck      = packet.TCPAck
-	TCPCwr      = packet.TCPCwr
-)
 
 // ErrMalformed and ErrChecksum are the sentinels VerifyPacket's errors wrap.
 var (

@@ -82,22 +82,22 @@ func BenchmarkNetstackPairTCPVariants(b *testing.B) {
 		opts Options
 		loss int // drop one packet in loss; 0: none
 	}{
-		{"reno", Options{CongestionControl: "reno"}, 0},
-		{"cubic", Options{CongestionControl: "cubic"}, 0},
-		{"reno-norack", Options{CongestionControl: "reno", DisableRACK: true}, 0},
-		{"cubic-norack", Options{CongestionControl: "cubic", DisableRACK: true}, 0},
-		{"loss-reno", Options{CongestionControl: "reno"}, 1000},
-		{"loss-cubic", Options{CongestionControl: "cubic"}, 1000},
-		{"loss-reno-norack", Options{CongestionControl: "reno", DisableRACK: true}, 1000},
-		{"loss-cubic-norack", Options{CongestionControl: "cubic", DisableRACK: true}, 1000},
-		{"nogso", Options{DisableGSO: true}, 0},
-		{"queue128", Options{QueueLen: 128}, 0},
-		{"queue256", Options{QueueLen: 256}, 0},
-		{"queue512", Options{QueueLen: 512}, 0},
-		{"queue1024", Options{QueueLen: 1024}, 0},
-		{"queue4096", Options{QueueLen: 4096}, 0},
-		{"loss-queue256", Options{QueueLen: 256}, 1000},
-		{"verify", Options{VerifyChecksums: true}, 0},
+		{"reno", Options{congestionControl: "reno"}, 0},
+		{"cubic", Options{congestionControl: "cubic"}, 0},
+		{"reno-norack", Options{congestionControl: "reno", disableRACK: true}, 0},
+		{"cubic-norack", Options{congestionControl: "cubic", disableRACK: true}, 0},
+		{"loss-reno", Options{congestionControl: "reno"}, 1000},
+		{"loss-cubic", Options{congestionControl: "cubic"}, 1000},
+		{"loss-reno-norack", Options{congestionControl: "reno", disableRACK: true}, 1000},
+		{"loss-cubic-norack", Options{congestionControl: "cubic", disableRACK: true}, 1000},
+		{"nogso", Options{disableGSO: true}, 0},
+		{"queue128", Options{queueLen: 128}, 0},
+		{"queue256", Options{queueLen: 256}, 0},
+		{"queue512", Options{queueLen: 512}, 0},
+		{"queue1024", Options{queueLen: 1024}, 0},
+		{"queue4096", Options{queueLen: 4096}, 0},
+		{"loss-queue256", Options{queueLen: 256}, 1000},
+		{"verify", Options{verifyChecksums: true}, 0},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			var filter func([]byte) bool

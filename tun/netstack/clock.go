@@ -15,15 +15,12 @@ import (
 // because a probe that fires before an ACK merely delayed arrives is a
 // spurious retransmission, and gVisor then halves the flow's window: it
 // reads the ACK that passes the probe without a DSACK as a repaired loss
-// and does not undo on the DSACK that follows. Through the exit, 100
-// flows each see their RTT swing by half its mean and took 6,000 such
-// halvings in 5 s; their windows stayed small, so each ACK freed a small
-// burst, the costly regime ACK thinning works against.
+// and does not undo on the DSACK that follows. Through the exit, where
+// many flows' RTTs swing widely, that kept windows small, so each ACK
+// freed a small burst, the costly regime ACK thinning works against.
 //
-// The cost is later loss detection when a loss is real. Over the
-// in-memory WAN of BenchmarkNetstackWAN with no delay, 2 ms of slack moved
-// 60-62 Mbit/s at 1% loss (none: 42-74) and 1.8-2.0 Gbit/s at 0.1% (none:
-// 2.0); 5 ms cost 13% at 1% and nothing measurable at 40 ms RTT.
+// The cost is later loss detection when a loss is real: small at 2 ms
+// (BenchmarkNetstackWAN; docs/benchmarks.md).
 //
 // Among the stack's timers only those two are shorter than MinRTO (200
 // ms): the retransmission, keep-alive, TIME-WAIT and handshake timers are

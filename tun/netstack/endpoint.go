@@ -115,7 +115,7 @@ func (*linkEndpoint) SetLinkAddress(tcpip.LinkAddress) {}
 // authenticated by the WireGuard AEAD (Linux's WireGuard marks decrypted
 // packets CHECKSUM_UNNECESSARY for the same reason) and because gVisor's
 // GRO leaves the IPv4 header checksum of a merged packet stale. Options has
-// VerifyChecksums for callers who want the checks anyway.
+// verifyChecksums for callers who want the checks anyway.
 func (*linkEndpoint) Capabilities() stack.LinkEndpointCapabilities {
 	return stack.CapabilityRXChecksumOffload
 }

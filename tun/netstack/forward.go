@@ -73,14 +73,14 @@ func (n *Net) SetForwarder(f Forwarder) error {
 			pending = DefaultMaxPendingTCP
 		}
 		// The starting receive buffer is the stack's default; auto-tuning
-		// grows it to TCPReceiveBufferMax, which also sets the window
+		// grows it to tcpReceiveBufferMax, which also sets the window
 		// scale, so a relayed flow can have as much in flight as a local
 		// one.
 		hs := f.HandshakeTimeout
 		if hs <= 0 {
 			hs = DefaultHandshakeTimeout
 		}
-		fw := tcp.NewForwarder(n.stack, min(defaultRcvBuffer, n.opts.TCPReceiveBufferMax), pending, func(r *tcp.ForwarderRequest) {
+		fw := tcp.NewForwarder(n.stack, min(defaultRcvBuffer, n.opts.tcpReceiveBufferMax), pending, func(r *tcp.ForwarderRequest) {
 			id := r.ID()
 			f.TCP(&TCPRequest{Src: remoteOf(id), Dst: localOf(id), r: r, handshake: hs})
 		})

@@ -16,7 +16,7 @@ import (
 )
 
 // ErrInvalidPacket is wrapped by Write's error when some packets were not
-// IPv4/IPv6 packets (or failed VerifyChecksums); the others were delivered.
+// IPv4/IPv6 packets (or failed verifyChecksums); the others were delivered.
 var ErrInvalidPacket = errors.New("netstack: invalid packet")
 
 // Read implements tun.Device: it waits until the stack has sent something,
@@ -207,7 +207,7 @@ func (n *Net) inspect(p []byte) (tcpip.NetworkProtocolNumber, int) {
 			proto, size = header.IPv6ProtocolNumber, total
 		}
 	}
-	if size > 0 && n.opts.VerifyChecksums && packet.Verify(p[:size]) != nil {
+	if size > 0 && n.opts.verifyChecksums && packet.Verify(p[:size]) != nil {
 		return 0, 0
 	}
 	return proto, size

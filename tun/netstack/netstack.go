@@ -34,16 +34,16 @@ import (
 // Defaults for zero Options fields.
 const (
 	DefaultMTU                 = 1420
-	DefaultQueueLen            = 256
-	DefaultBatchSize           = 128
+	defaultQueueLen            = 256
+	defaultBatchSize           = 128
 	DefaultTCPReceiveBufferMax = 8 << 20
 	DefaultTCPSendBuffer       = 6 << 20
 	// DefaultTCPTimeWait is how long a closed connection lingers in
 	// TIME-WAIT; see applyTCPOptions for why not gVisor's 60 s.
 	DefaultTCPTimeWait = 5 * time.Second
-	// DefaultCongestionControl was chosen by measurement; see
-	// applyTCPOptions for the numbers.
-	DefaultCongestionControl = "reno"
+	// defaultCongestionControl was chosen by measurement; see
+	// applyTCPOptions.
+	defaultCongestionControl = "reno"
 	// DefaultName is what Name reports when Options.Name is empty.
 	DefaultName = "netstack"
 )
@@ -73,61 +73,57 @@ const (
 type Options struct {
 	// Addresses are the stack's own IPv4 and IPv6 addresses.
 	Addresses []netip.Addr
-	// MTU of the device; default 1420. At least 576, and 1280 if there is
-	// an IPv6 address.
+	// MTU of the device; default DefaultMTU. At least 576, and 1280 if
+	// there is an IPv6 address.
 	MTU int
-	// QueueLen bounds the outbound queue, in MTU-sized packets; default
-	// 256, which measured as fast as 1024 or 4096 with a quarter of the
-	// queueing delay. The queue's memory ceiling is about QueueLen*MTU plus
-	// one 64 KiB super-packet.
-	QueueLen int
-	// BatchSize is what BatchSize reports: the most packets Read returns
-	// and Write is best given; default 128.
-	BatchSize int
-	// TCPReceiveBufferMax caps receive-buffer auto-tuning; default 8 MiB.
-	TCPReceiveBufferMax int
-	// TCPSendBuffer is each TCP connection's send buffer; default 6 MiB.
-	TCPSendBuffer int
+	// Name is what Name reports; default DefaultName.
+	Name string
 	// TCPTimeWait is how long a connection this side closed first stays in
 	// TIME-WAIT, holding its memory (about 6.5 KiB) and its port; default
 	// DefaultTCPTimeWait.
 	TCPTimeWait time.Duration
-	// CongestionControl is "reno" or "cubic"; default DefaultCongestionControl.
-	CongestionControl string
-	// DisableGSO makes the stack send MTU-sized segments only.
-	DisableGSO bool
-	// DisableRACK turns off RACK-TLP loss detection (RFC 8985), leaving
-	// duplicate-ACK counting; see applyTCPOptions for why it is on.
-	DisableRACK bool
-	// VerifyChecksums makes Write check IP and transport checksums and drop
-	// bad packets. Off by default: packets from the tunnel were already
-	// authenticated by the AEAD.
-	VerifyChecksums bool
-	// Name is what Name reports; default "netstack".
-	Name string
-	// ACKHold, if positive, thins the peer's pure ACKs while many TCP
-	// flows (about 40 or more) interleave their ACKs; with fewer, holding
-	// would stall the senders, and nothing is held. A flow's ACK is held
-	// up to ACKHold for the next
-	// one, which supersedes it, so the stack takes about every other ACK
-	// and answers each with a burst twice as large (see ackHolder). The
-	// timer that delivers ACKs whose hold passed wakes at most every
-	// ACKHold/4, so one may wait up to 1.25 times ACKHold. For
-	// a stack that sends bulk data to many flows at once, as the exit
-	// does; 0 (the default) delivers every ACK at once.
+	// ACKHold, if positive (at most 20 ms), thins the peer's pure ACKs
+	// while many TCP flows (about 40 or more) interleave them: a flow's
+	// ACK is held up to 1.25 times ACKHold for the next, which supersedes
+	// it, so the stack answers about every other ACK with a burst twice as
+	// large (see ackHolder). For a stack that sends bulk data to many
+	// flows at once, as an exit does; with fewer flows nothing is held.
 	ACKHold time.Duration
-	// TimerSlack, if positive, fires every TCP timer shorter than 200 ms
-	// (the tail-loss probe and the RACK reorder timer) that much later,
-	// as Linux does with 2 ms; see slackClock. At most maxTimerSlack.
+	// TimerSlack, if positive (at most 20 ms), fires the TCP timers
+	// shorter than 200 ms (the tail-loss probe, the RACK reorder timer)
+	// that much later, as Linux does with 2 ms; see slackClock.
 	TimerSlack time.Duration
 	// Promiscuous makes the stack accept packets to any address and
 	// answer from it, which SetForwarder needs: the server side of a
-	// relay. Packets between the stack's own addresses then leave
-	// through the device instead of looping inside the stack, and
-	// packets to loopback addresses are accepted from the device.
+	// relay. Packets between the stack's own addresses then leave through
+	// the device, and packets to loopback addresses are accepted from it.
 	Promiscuous bool
 	// Logf receives rare events (never per packet); nil discards.
 	Logf func(format string, args ...any)
+
+	// Decided, not exposed; benchmarks and tests set them.
+
+	// queueLen bounds the outbound queue, in MTU-sized packets (default
+	// 256): its ceiling is about queueLen*MTU plus one 64 KiB super-packet.
+	queueLen int
+	// batchSize is what BatchSize reports (default 128).
+	batchSize int
+	// tcpReceiveBufferMax caps receive-buffer auto-tuning (default
+	// DefaultTCPReceiveBufferMax); tcpSendBuffer is each connection's send
+	// buffer (default DefaultTCPSendBuffer).
+	tcpReceiveBufferMax int
+	tcpSendBuffer       int
+	// congestionControl is "reno" or "cubic" (default reno; see
+	// applyTCPOptions).
+	congestionControl string
+	// disableGSO makes the stack send MTU-sized segments only.
+	disableGSO bool
+	// disableRACK turns off RACK-TLP loss detection (RFC 8985); see
+	// applyTCPOptions for why it is on.
+	disableRACK bool
+	// verifyChecksums makes Write check IP and transport checksums: off,
+	// since the AEAD already authenticated every packet from the tunnel.
+	verifyChecksums bool
 }
 
 // Net is a gVisor stack and the tun.Device its packets flow through. All
@@ -165,15 +161,15 @@ var _ tun.Device = (*Net)(nil)
 
 func (o *Options) normalize() error {
 	setDefault(&o.MTU, DefaultMTU)
-	setDefault(&o.QueueLen, DefaultQueueLen)
-	setDefault(&o.BatchSize, DefaultBatchSize)
-	setDefault(&o.TCPReceiveBufferMax, DefaultTCPReceiveBufferMax)
-	setDefault(&o.TCPSendBuffer, DefaultTCPSendBuffer)
+	setDefault(&o.queueLen, defaultQueueLen)
+	setDefault(&o.batchSize, defaultBatchSize)
+	setDefault(&o.tcpReceiveBufferMax, DefaultTCPReceiveBufferMax)
+	setDefault(&o.tcpSendBuffer, DefaultTCPSendBuffer)
 	if o.TCPTimeWait == 0 {
 		o.TCPTimeWait = DefaultTCPTimeWait
 	}
-	if o.CongestionControl == "" {
-		o.CongestionControl = DefaultCongestionControl
+	if o.congestionControl == "" {
+		o.congestionControl = defaultCongestionControl
 	}
 	if o.Name == "" {
 		o.Name = DefaultName
@@ -184,20 +180,20 @@ func (o *Options) normalize() error {
 	switch {
 	case o.MTU < minMTU || o.MTU > maxMTU:
 		return fmt.Errorf("netstack: MTU %d out of range [%d, %d]", o.MTU, minMTU, maxMTU)
-	case o.QueueLen < 0 || o.BatchSize < 0:
-		return fmt.Errorf("netstack: negative QueueLen %d or BatchSize %d", o.QueueLen, o.BatchSize)
-	case o.TCPReceiveBufferMax < minBufferSize || o.TCPReceiveBufferMax > maxBufferSize:
-		return fmt.Errorf("netstack: TCPReceiveBufferMax %d out of range [%d, %d]", o.TCPReceiveBufferMax, minBufferSize, maxBufferSize)
-	case o.TCPSendBuffer < minBufferSize || o.TCPSendBuffer > maxBufferSize:
-		return fmt.Errorf("netstack: TCPSendBuffer %d out of range [%d, %d]", o.TCPSendBuffer, minBufferSize, maxBufferSize)
+	case o.queueLen < 0 || o.batchSize < 0:
+		return fmt.Errorf("netstack: negative QueueLen %d or BatchSize %d", o.queueLen, o.batchSize)
+	case o.tcpReceiveBufferMax < minBufferSize || o.tcpReceiveBufferMax > maxBufferSize:
+		return fmt.Errorf("netstack: TCPReceiveBufferMax %d out of range [%d, %d]", o.tcpReceiveBufferMax, minBufferSize, maxBufferSize)
+	case o.tcpSendBuffer < minBufferSize || o.tcpSendBuffer > maxBufferSize:
+		return fmt.Errorf("netstack: TCPSendBuffer %d out of range [%d, %d]", o.tcpSendBuffer, minBufferSize, maxBufferSize)
 	case o.ACKHold < 0 || o.ACKHold > maxACKHold:
 		return fmt.Errorf("netstack: ACKHold %v out of range [0, %v]", o.ACKHold, maxACKHold)
 	case o.TimerSlack < 0 || o.TimerSlack > maxTimerSlack:
 		return fmt.Errorf("netstack: TimerSlack %v out of range [0, %v]", o.TimerSlack, maxTimerSlack)
 	case o.TCPTimeWait < 0:
 		return fmt.Errorf("netstack: negative TCPTimeWait %v", o.TCPTimeWait)
-	case o.CongestionControl != "reno" && o.CongestionControl != "cubic":
-		return fmt.Errorf("netstack: unknown congestion control %q (want reno or cubic)", o.CongestionControl)
+	case o.congestionControl != "reno" && o.congestionControl != "cubic":
+		return fmt.Errorf("netstack: unknown congestion control %q (want reno or cubic)", o.congestionControl)
 	}
 	seen := make(map[netip.Addr]bool, len(o.Addresses))
 	for _, a := range o.Addresses {
@@ -249,7 +245,7 @@ func New(opts Options) (*Net, error) {
 	n := &Net{
 		opts:   opts,
 		stack:  s,
-		ep:     newLinkEndpoint(opts.MTU, opts.QueueLen, !opts.DisableGSO),
+		ep:     newLinkEndpoint(opts.MTU, opts.queueLen, !opts.disableGSO),
 		events: make(chan tun.Event, 1),
 		gros:   make(chan *gro.GRO, max(2, runtime.GOMAXPROCS(0))),
 	}
@@ -265,7 +261,7 @@ func New(opts Options) (*Net, error) {
 	}
 	n.events <- tun.EventUp
 	opts.Logf("netstack: up with addresses %v, MTU %d, GSO %v, TCP %s (RACK %v), queue %d packets",
-		opts.Addresses, opts.MTU, !opts.DisableGSO, opts.CongestionControl, !opts.DisableRACK, opts.QueueLen)
+		opts.Addresses, opts.MTU, !opts.disableGSO, opts.congestionControl, !opts.disableRACK, opts.queueLen)
 	return n, nil
 }
 
@@ -319,7 +315,7 @@ func (n *Net) Name() (string, error) { return n.opts.Name, nil }
 func (n *Net) Events() <-chan tun.Event { return n.events }
 
 // BatchSize implements tun.Device.
-func (n *Net) BatchSize() int { return n.opts.BatchSize }
+func (n *Net) BatchSize() int { return n.opts.batchSize }
 
 // File implements tun.Device; a netstack has no file.
 func (n *Net) File() *os.File { return nil }

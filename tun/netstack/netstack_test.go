@@ -121,7 +121,7 @@ func TestTCPTransfer(t *testing.T) {
 	if sa.GSOErrors+sa.Oversize+sb.GSOErrors+sb.Oversize+sa.InvalidIn+sb.InvalidIn != 0 {
 		t.Errorf("unexpected drops: A %+v B %+v", sa, sb)
 	}
-	if sa.QueueHighWater > DefaultQueueLen {
+	if sa.QueueHighWater > defaultQueueLen {
 		t.Errorf("queue high water %d exceeds the bound", sa.QueueHighWater)
 	}
 	if packets.Load() == 0 {
@@ -143,7 +143,7 @@ func TestTCPTransferIPv6BothWays(t *testing.T) {
 func TestTCPTransferWithoutGSO(t *testing.T) {
 	leakcheck.Check(t)
 	var packets atomic.Int64
-	p := newPair(t, Options{DisableGSO: true, CongestionControl: "cubic"}, verifier(t, DefaultMTU, &packets))
+	p := newPair(t, Options{disableGSO: true, congestionControl: "cubic"}, verifier(t, DefaultMTU, &packets))
 	transfer(t, p.a, p.b, netip.AddrPortFrom(addrB4, 5004), 4<<20)
 	if s := p.a.Stats(); s.GSOPackets != 0 {
 		t.Errorf("GSO used although disabled: %+v", s)
@@ -295,7 +295,7 @@ func TestCloseUnblocksRead(t *testing.T) {
 func TestBackpressure(t *testing.T) {
 	leakcheck.Check(t)
 	const queueLen = 64
-	a, err := New(Options{Addresses: []netip.Addr{addrA4}, QueueLen: queueLen})
+	a, err := New(Options{Addresses: []netip.Addr{addrA4}, queueLen: queueLen})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,8 +410,8 @@ func TestWriteInvalid(t *testing.T) {
 	if _, err := n.Write([][]byte{good}, -1); err == nil {
 		t.Fatal("negative offset accepted")
 	}
-	// VerifyChecksums drops a corrupted packet.
-	v, err := New(Options{Addresses: []netip.Addr{addrA4}, VerifyChecksums: true})
+	// verifyChecksums drops a corrupted packet.
+	v, err := New(Options{Addresses: []netip.Addr{addrA4}, verifyChecksums: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +419,7 @@ func TestWriteInvalid(t *testing.T) {
 	corrupt := append([]byte(nil), good...)
 	corrupt[len(corrupt)-1] ^= 0xff
 	if _, err := v.Write([][]byte{corrupt, good}, 0); !errors.Is(err, ErrInvalidPacket) {
-		t.Fatalf("corrupt packet with VerifyChecksums: %v", err)
+		t.Fatalf("corrupt packet with verifyChecksums: %v", err)
 	}
 }
 
@@ -444,10 +444,10 @@ func TestOptionsValidation(t *testing.T) {
 	for _, o := range []Options{
 		{MTU: 100},
 		{MTU: 1000, Addresses: []netip.Addr{addrA6}},
-		{QueueLen: -1},
-		{TCPSendBuffer: 10},
-		{TCPReceiveBufferMax: -5},
-		{CongestionControl: "bbr"},
+		{queueLen: -1},
+		{tcpSendBuffer: 10},
+		{tcpReceiveBufferMax: -5},
+		{congestionControl: "bbr"},
 		{TCPTimeWait: -time.Second},
 		{ACKHold: -time.Millisecond},
 		{ACKHold: maxACKHold + 1},
@@ -467,7 +467,7 @@ func TestOptionsValidation(t *testing.T) {
 		t.Fatalf("zero Options: %v", err)
 	}
 	defer n.Close()
-	if mtu, _ := n.MTU(); mtu != DefaultMTU || n.BatchSize() != DefaultBatchSize || n.File() != nil {
+	if mtu, _ := n.MTU(); mtu != DefaultMTU || n.BatchSize() != defaultBatchSize || n.File() != nil {
 		t.Fatalf("defaults: MTU %d, BatchSize %d", mtu, n.BatchSize())
 	}
 	if name, _ := n.Name(); name != DefaultName {

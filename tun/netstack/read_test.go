@@ -91,7 +91,7 @@ func TestReadAllocs(t *testing.T) {
 	defer n.Close()
 	pkt := gsoPacket(t, make([]byte, 60000), 1360)
 	defer pkt.DecRef()
-	bufs := make([][]byte, DefaultBatchSize)
+	bufs := make([][]byte, defaultBatchSize)
 	for i := range bufs {
 		bufs[i] = make([]byte, tun.Headroom+DefaultMTU)
 	}
@@ -119,7 +119,7 @@ func BenchmarkRead(b *testing.B) {
 	defer n.Close()
 	pkt := gsoPacket(b, make([]byte, 60000), 1360)
 	defer pkt.DecRef()
-	bufs := make([][]byte, DefaultBatchSize)
+	bufs := make([][]byte, defaultBatchSize)
 	for i := range bufs {
 		bufs[i] = make([]byte, tun.Headroom+DefaultMTU)
 	}

@@ -30,14 +30,14 @@ type wanSetting struct {
 // wanSettings are the defaults and one change from them each.
 var wanSettings = []wanSetting{
 	{name: "default", opts: Options{}},
-	{name: "cubic", opts: Options{CongestionControl: "cubic"}},
-	{name: "norack", opts: Options{DisableRACK: true}},
+	{name: "cubic", opts: Options{congestionControl: "cubic"}},
+	{name: "norack", opts: Options{disableRACK: true}},
 	{name: "slack2ms", opts: Options{TimerSlack: 2 * time.Millisecond}},
 	{name: "nosack", noSACK: true},
 	{name: "nomoderate", noModerate: true},
-	{name: "buf4M", opts: Options{TCPReceiveBufferMax: 4 << 20, TCPSendBuffer: 4 << 20}},
-	{name: "buf8M", opts: Options{TCPReceiveBufferMax: 8 << 20, TCPSendBuffer: 8 << 20}},
-	{name: "buf16M", opts: Options{TCPReceiveBufferMax: 16 << 20, TCPSendBuffer: 16 << 20}},
+	{name: "buf4M", opts: Options{tcpReceiveBufferMax: 4 << 20, tcpSendBuffer: 4 << 20}},
+	{name: "buf8M", opts: Options{tcpReceiveBufferMax: 8 << 20, tcpSendBuffer: 8 << 20}},
+	{name: "buf16M", opts: Options{tcpReceiveBufferMax: 16 << 20, tcpSendBuffer: 16 << 20}},
 }
 
 // wanRunTime is how long one b.N iteration of BenchmarkNetstackWAN

@@ -1,4 +1,4 @@
-package ipc_test
+package showfmt_test
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/device"
-	"github.com/fips-go/fips-go/ipc"
+	"github.com/fips-go/fips-go/internal/showfmt"
 )
 
 func TestFormatWatch(t *testing.T) {
@@ -20,7 +20,7 @@ func TestFormatWatch(t *testing.T) {
 	cur.Peers[0].TxBytes += 250_000   // 1 Mbit/s
 	cur.Counters = []device.Counter{{Name: "rx_drop_replayed", Value: 30}, {Name: "tx_drop_no_route", Value: 6}, {Name: "handshakes_completed", Value: 9}}
 	var b bytes.Buffer
-	if err := ipc.FormatWatch(&b, "wg0", prev, cur, 2*time.Second, now, ipc.WatchOptions{}); err != nil {
+	if err := showfmt.FormatWatch(&b, "wg0", prev, cur, 2*time.Second, now, showfmt.WatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(b.String(), "\n")
@@ -44,7 +44,7 @@ func TestFormatWatch(t *testing.T) {
 
 	// The first frame has nothing to compare with.
 	b.Reset()
-	ipc.FormatWatch(&b, "wg0", device.Status{}, cur, 0, now, ipc.WatchOptions{MaxPeers: 1})
+	showfmt.FormatWatch(&b, "wg0", device.Status{}, cur, 0, now, showfmt.WatchOptions{MaxPeers: 1})
 	if !strings.Contains(b.String(), "rx -  tx - Mbit/s") || !strings.Contains(b.String(), "(2 more peers)") || !strings.Contains(b.String(), "drops/s: -") {
 		t.Errorf("first frame:\n%s", b.String())
 	}
@@ -57,7 +57,7 @@ func TestFormatWatchCounterWentDown(t *testing.T) {
 	cur.Peers = append([]device.PeerStatus(nil), cur.Peers...)
 	cur.Peers[2].TxBytes = 125_000 // was 5 TiB
 	var b bytes.Buffer
-	ipc.FormatWatch(&b, "wg0", prev, cur, time.Second, time.Unix(1700000000, 0), ipc.WatchOptions{})
+	showfmt.FormatWatch(&b, "wg0", prev, cur, time.Second, time.Unix(1700000000, 0), showfmt.WatchOptions{})
 	if !strings.Contains(b.String(), "tx 1.00 Mbit/s") {
 		t.Errorf("want 1 Mbit/s after a reset:\n%s", b.String())
 	}
@@ -70,14 +70,14 @@ func TestFormatWatchPacketRates(t *testing.T) {
 	prev := device.Status{Counters: []device.Counter{{Name: "rx_packets", Value: 100}, {Name: "tx_packets", Value: 50}}}
 	cur := device.Status{Counters: []device.Counter{{Name: "rx_packets", Value: 300}, {Name: "tx_packets", Value: 250}}}
 	var b strings.Builder
-	if err := ipc.FormatWatch(&b, "wg0", prev, cur, 2*time.Second, now, ipc.WatchOptions{}); err != nil {
+	if err := showfmt.FormatWatch(&b, "wg0", prev, cur, 2*time.Second, now, showfmt.WatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "rx 100  tx 100 packets/s") {
 		t.Fatalf("no packet rates in:\n%s", b.String())
 	}
 	b.Reset()
-	ipc.FormatWatch(&b, "wg0", device.Status{Peers: []device.PeerStatus{}}, device.Status{}, 2*time.Second, now, ipc.WatchOptions{})
+	showfmt.FormatWatch(&b, "wg0", device.Status{Peers: []device.PeerStatus{}}, device.Status{}, 2*time.Second, now, showfmt.WatchOptions{})
 	if strings.Contains(b.String(), "packets/s") {
 		t.Fatalf("packet rates without counters:\n%s", b.String())
 	}

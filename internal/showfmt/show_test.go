@@ -1,7 +1,8 @@
-package ipc_test
+package showfmt_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -11,7 +12,7 @@ import (
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/ipc"
+	"github.com/fips-go/fips-go/internal/showfmt"
 )
 
 func showStatus() device.Status {
@@ -62,7 +63,7 @@ func TestFormatShow(t *testing.T) {
 		"  (1 more, all zero)\n"
 	st.Counters = append(st.Counters, device.Counter{Name: "rx_drop_garbage"})
 	var b bytes.Buffer
-	if err := ipc.FormatShow(&b, "wg0", st, ipc.ShowOptions{Now: time.Unix(1700000000, 0), Counters: true}); err != nil {
+	if err := showfmt.FormatShow(&b, "wg0", st, showfmt.ShowOptions{Now: time.Unix(1700000000, 0), Counters: true}); err != nil {
 		t.Fatal(err)
 	}
 	if b.String() != want {
@@ -91,14 +92,14 @@ func TestFormatShowKeysAndEdges(t *testing.T) {
 		"  latest handshake: Now\n" +
 		"  transfer: 1.00 GiB received, 0 B sent\n"
 	var b bytes.Buffer
-	if err := ipc.FormatShow(&b, "wg1", st, ipc.ShowOptions{Now: now, ShowKeys: true}); err != nil {
+	if err := showfmt.FormatShow(&b, "wg1", st, showfmt.ShowOptions{Now: now, ShowKeys: true}); err != nil {
 		t.Fatal(err)
 	}
 	if b.String() != want {
 		t.Fatalf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 	b.Reset()
-	ipc.FormatShow(&b, "wg2", device.Status{}, ipc.ShowOptions{})
+	showfmt.FormatShow(&b, "wg2", device.Status{}, showfmt.ShowOptions{})
 	if b.String() != "interface: wg2\n" {
 		t.Fatalf("empty device: %q", b.String())
 	}
@@ -112,14 +113,14 @@ func TestFormatDump(t *testing.T) {
 		b64(4) + "\t(none)\t(none)\t(none)\t1699999937\t12\t0\t3661\n" +
 		b64(5) + "\t(none)\t[fe80::1%eth0]:51820\t::/0\t0\t0\t5497558138880\toff\n"
 	var b bytes.Buffer
-	if err := ipc.FormatDump(&b, "", st); err != nil {
+	if err := showfmt.FormatDump(&b, "", st); err != nil {
 		t.Fatal(err)
 	}
 	if b.String() != want {
 		t.Fatalf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 	b.Reset()
-	ipc.FormatDump(&b, "wg0", device.Status{ListenPort: 1})
+	showfmt.FormatDump(&b, "wg0", device.Status{ListenPort: 1})
 	if b.String() != "wg0\t(none)\t(none)\t1\toff\n" {
 		t.Fatalf("show all dump of an empty device: %q", b.String())
 	}
@@ -146,3 +147,54 @@ func TestStatusPrintsNoSecrets(t *testing.T) {
 		t.Errorf("public keys should still print:\n%s", out)
 	}
 }
+
+// FormatShow prints the sandbox line under the interface.
+func TestShowSandboxLine(t *testing.T) {
+	var b strings.Builder
+	if err := showfmt.FormatShow(&b, "wg0", device.Status{ListenPort: 51820}, showfmt.ShowOptions{Sandbox: "off"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "interface: wg0\n  listening port: 51820\n  sandbox: off\n"; b.String() != want {
+		t.Fatalf("got %q, want %q", b.String(), want)
+	}
+}
+
+func key(b byte) [32]byte {
+	var k [32]byte
+	for i := range k {
+		k[i] = b
+	}
+	return k
+}
+
+// b64 is key(b) in base64, computed without the key types so that a change
+// in how they print cannot make a test agree with the code under test.
+func b64(b byte) string { k := key(b); return base64.StdEncoding.EncodeToString(k[:]) }
+
+// sampleStatus is the status ipc's tests use too.
+func sampleStatus() device.Status {
+	priv := noise.PrivateKey(key(1))
+	return device.Status{
+		PrivateKey: priv,
+		PublicKey:  priv.PublicKey(),
+		ListenPort: 51820,
+		FwMark:     0x20,
+		Peers: []device.PeerStatus{{
+			PublicKey:           key(2),
+			PresharedKey:        key(3),
+			Endpoint:            netip.MustParseAddrPort("192.0.2.1:51820"),
+			LastHandshake:       time.Unix(1700000000, 123456789),
+			TxBytes:             1 << 40,
+			RxBytes:             12345,
+			PersistentKeepalive: 25,
+			AllowedIPs:          []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/64")},
+			ProtocolVersion:     1,
+		}, {
+			PublicKey:       key(4),
+			ProtocolVersion: 1,
+		}},
+		Counters: []device.Counter{{Name: "rx_drop_replay", Value: 3}, {Name: "handshakes", Value: 1 << 63}},
+	}
+}
+
+func hexKey(b byte) string { return strings.Repeat(fmt.Sprintf("%02x", b), 32) }

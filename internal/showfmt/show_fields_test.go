@@ -1,4 +1,4 @@
-package ipc_test
+package showfmt_test
 
 import (
 	"bytes"
@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/fips-go/fips-go/device"
-	"github.com/fips-go/fips-go/ipc"
+	"github.com/fips-go/fips-go/internal/showfmt"
 )
 
 // The expected lines follow wireguard-tools' src/show.c (ugly_print): keys
@@ -29,7 +29,7 @@ func TestFormatField(t *testing.T) {
 		"transfer":             b64(2) + "\t1536\t4718592\n" + b64(4) + "\t12\t0\n" + b64(5) + "\t0\t5497558138880\n",
 		"persistent-keepalive": b64(2) + "\t25\n" + b64(4) + "\t3661\n" + b64(5) + "\toff\n",
 	}
-	for _, field := range ipc.ShowFields {
+	for _, field := range showfmt.ShowFields {
 		if field == "dump" {
 			continue
 		}
@@ -39,12 +39,12 @@ func TestFormatField(t *testing.T) {
 			continue
 		}
 		var b bytes.Buffer
-		if err := ipc.FormatField(&b, "", st, field); err != nil || b.String() != want {
+		if err := showfmt.FormatField(&b, "", st, field); err != nil || b.String() != want {
 			t.Errorf("%s: got %q, %v\nwant %q", field, b.String(), err, want)
 		}
 		// `wg show all FIELD` prefixes every line with the interface.
 		b.Reset()
-		ipc.FormatField(&b, "wg0", st, field)
+		showfmt.FormatField(&b, "wg0", st, field)
 		if want := prefixLines("wg0\t", want); b.String() != want {
 			t.Errorf("all %s: got %q\nwant %q", field, b.String(), want)
 		}
@@ -56,7 +56,7 @@ func TestFormatFieldEmptyDevice(t *testing.T) {
 		"fwmark": "off\n", "peers": "", "endpoints": "", "dump": "(none)\t(none)\t0\toff\n"}
 	for field, w := range want {
 		var b bytes.Buffer
-		if err := ipc.FormatField(&b, "", device.Status{}, field); err != nil || b.String() != w {
+		if err := showfmt.FormatField(&b, "", device.Status{}, field); err != nil || b.String() != w {
 			t.Errorf("%s of an empty device: %q, %v; want %q", field, b.String(), err, w)
 		}
 	}
@@ -64,8 +64,8 @@ func TestFormatFieldEmptyDevice(t *testing.T) {
 
 func TestFormatFieldDumpIsFormatDump(t *testing.T) {
 	var a, b bytes.Buffer
-	ipc.FormatField(&a, "wg0", showStatus(), "dump")
-	ipc.FormatDump(&b, "wg0", showStatus())
+	showfmt.FormatField(&a, "wg0", showStatus(), "dump")
+	showfmt.FormatDump(&b, "wg0", showStatus())
 	if a.String() != b.String() {
 		t.Fatalf("dump field %q differs from FormatDump %q", a.String(), b.String())
 	}
@@ -73,8 +73,8 @@ func TestFormatFieldDumpIsFormatDump(t *testing.T) {
 
 func TestFormatFieldUnknown(t *testing.T) {
 	var b bytes.Buffer
-	err := ipc.FormatField(&b, "", showStatus(), "colour")
-	if !errors.Is(err, ipc.ErrUnknownField) || b.Len() != 0 {
+	err := showfmt.FormatField(&b, "", showStatus(), "colour")
+	if !errors.Is(err, showfmt.ErrUnknownField) || b.Len() != 0 {
 		t.Fatalf("unknown field: %v, wrote %q", err, b.String())
 	}
 }

@@ -1,4 +1,4 @@
-package ipc
+package showfmt
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ var ShowFields = []string{"public-key", "private-key", "listen-port", "fwmark", 
 	"persistent-keepalive", "dump"}
 
 // ErrUnknownField is returned by FormatField for a field wg does not know.
-var ErrUnknownField = errors.New("ipc: unknown show field")
+var ErrUnknownField = errors.New("showfmt: unknown show field")
 
 // FormatField writes one field of st as `wg show IFACE FIELD` does, byte for
 // byte: tab-separated, peers in the order the status holds them (wg sorts

@@ -1,4 +1,8 @@
-package ipc
+// Package showfmt writes a device's status as fips-go show and watch print
+// it: wg(8)'s pretty, dump and single-field forms, byte for byte, plus
+// fips-go's counters, sojourn times and the watch table. It is the CLI's,
+// not part of the API; package ipc keeps the protocol and the config format.
+package showfmt
 
 import (
 	"bufio"
