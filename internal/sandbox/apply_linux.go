@@ -11,11 +11,8 @@ import (
 	"time"
 	"unsafe"
 
-	seccomp "github.com/elastic/go-seccomp-bpf"
-	"github.com/elastic/go-seccomp-bpf/arch"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
-	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 	"kernel.org/pub/linux/libs/security/libcap/psx"
 )
@@ -51,11 +48,18 @@ func Apply(c Config) Status {
 		st.Problems = append(st.Problems, "landlock: "+err.Error())
 	} else {
 		st.Landlock = v
+		st.Scoped = v >= 6
 	}
-	if err := loadSeccomp(); err != nil {
+	// Unix sockets stay usable only where Landlock confines them.
+	unixOK := st.Landlock >= 9
+	if err := loadSeccomp(unixOK, os.Getpid()); err != nil {
 		st.Problems = append(st.Problems, "seccomp: "+err.Error())
 	} else {
 		st.Seccomp = true
+		st.UnixSockets = "refused"
+	}
+	if unixOK {
+		st.UnixSockets = "landlock"
 	}
 	checkThreads(&st)
 	return st
@@ -169,13 +173,14 @@ func dropCaps() (string, error) {
 	return string(names), nil
 }
 
-// restrictFiles applies the Landlock rules: reading below ReadPaths,
-// connecting to the resolver's Unix sockets (ABI 9), removing files from
-// the socket directory (the UAPI socket at exit), creating and writing
-// files in the WriteFiles' directories, nothing else. Network rules (ABI
-// 4 and later) are not used: the daemon binds and connects wherever UAPI
-// and DNS say. It returns the ABI version the kernel enforces, best
-// effort down to version 1.
+// restrictFiles applies the Landlock rules: reading ReadFiles and below
+// ReadPaths, connecting to the resolver's Unix sockets (ABI 9), removing
+// files from the socket directory (the UAPI socket at exit), creating and
+// writing files in the WriteFiles' directories, nothing else; and (ABI 6)
+// no signals to processes outside the daemon and no connecting to
+// abstract Unix sockets. Network rules (ABI 4 and later) are not used:
+// the daemon binds and connects wherever UAPI and DNS say. It returns
+// the ABI version the kernel enforces, best effort down to version 1.
 func restrictFiles(c Config) (int, error) {
 	abi, err := llsys.LandlockGetABIVersion()
 	if err != nil || abi < 1 {
@@ -183,6 +188,7 @@ func restrictFiles(c Config) (int, error) {
 	}
 	rules := []landlock.Rule{
 		landlock.RODirs(ReadPaths(filepath.EvalSymlinks)...).IgnoreIfMissing(),
+		landlock.ROFiles(ReadFiles...).IgnoreIfMissing(),
 		landlock.PathAccess(llsys.AccessFSResolveUnix, ResolverSocketDirs...).IgnoreIfMissing(),
 	}
 	if c.SocketDir != "" {
@@ -194,86 +200,11 @@ func restrictFiles(c Config) (int, error) {
 		}
 	}
 	// V9 is the newest file-system ABI this go-landlock knows; BestEffort
-	// narrows it to what the kernel has.
-	if err := landlock.V9.BestEffort().RestrictPaths(rules...); err != nil {
+	// narrows it to what the kernel has. Its network rights are left out
+	// (see above), its scopes kept.
+	cfg := landlock.Config{HandledAccessFS: landlock.V9.HandledAccessFS, Scoped: landlock.V9.Scoped}
+	if err := cfg.BestEffort().Restrict(rules...); err != nil {
 		return 0, err
 	}
 	return min(abi, 9), nil
-}
-
-// seccompPolicy is the filter for the running architecture: Deny,
-// setns but for network namespaces, and clone with namespace flags
-// answered EPERM, and clone3 ENOSYS.
-func seccompPolicy() (*seccomp.Policy, error) {
-	info, err := arch.GetInfo("")
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, n := range Deny {
-		if _, ok := info.SyscallNames[n]; ok {
-			names = append(names, n)
-		}
-	}
-	conds := []seccomp.NameWithConditions{{
-		Name: "setns",
-		Conditions: seccomp.ArgumentConditions{{
-			Argument: 1, Operation: seccomp.NotEqual, Value: DenySetnsExcept,
-		}},
-	}}
-	for _, f := range CloneNamespaceFlags {
-		conds = append(conds, seccomp.NameWithConditions{
-			Name:       "clone",
-			Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: f}},
-		})
-	}
-	return &seccomp.Policy{
-		DefaultAction: seccomp.ActionAllow,
-		Syscalls: []seccomp.SyscallGroup{
-			{Names: names, Action: seccomp.ActionErrno}, // EPERM
-			{NamesWithCondtions: conds, Action: seccomp.ActionErrno},
-			// An action other than the bare ActionErrno keeps its own
-			// errno in go-seccomp-bpf.
-			{Names: []string{"clone3"}, Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)},
-		},
-	}, nil
-}
-
-// loadSeccomp installs, on all threads (TSYNC), first a filter that
-// answers ENOSYS to any system call made through another architecture's
-// calling convention (the 32-bit int 0x80 entry on amd64: a deny list
-// keyed on 64-bit numbers would not see those), then the policy.
-// go-seccomp-bpf lets other architectures through to the default action,
-// so the first filter is ours: four instructions.
-func loadSeccomp() error {
-	p, err := seccompPolicy()
-	if err != nil {
-		return err
-	}
-	info, err := arch.GetInfo("")
-	if err != nil {
-		return err
-	}
-	guard, err := bpf.Assemble([]bpf.Instruction{
-		bpf.LoadAbsolute{Off: 4, Size: 4}, // seccomp_data.arch
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1},
-		bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
-		bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW},
-	})
-	if err != nil {
-		return err
-	}
-	filter := make([]unix.SockFilter, len(guard))
-	for i, in := range guard {
-		filter[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
-	}
-	prog := &unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	// no_new_privs is set already (seccomp wants it, or CAP_SYS_ADMIN).
-	// With TSYNC a positive return is a thread that could not be synced,
-	// and then no thread has the filter.
-	if tid, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(prog))); e != 0 || tid != 0 {
-		return fmt.Errorf("architecture guard: errno %v, thread %d", e, tid)
-	}
-	runtime.KeepAlive(filter)
-	return seccomp.LoadFilter(seccomp.Filter{NoNewPrivs: true, Flag: seccomp.FilterFlagTSync, Policy: *p})
 }

@@ -3,8 +3,10 @@ package sandbox
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"golang.org/x/net/bpf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,13 +59,33 @@ func TestDenyNamesExist(t *testing.T) {
 			}
 		}
 	}
-	p, err := seccompPolicy()
+	for _, unixOK := range []bool{false, true} {
+		p, err := seccompPolicy(unixOK, os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Assemble(); err != nil {
+			t.Fatalf("the filter does not assemble on %s: %v", runtime.GOARCH, err)
+		}
+	}
+	for _, c := range SelfOnly {
+		_, amd := arch.X86_64.SyscallNames[c.Name]
+		_, arm := arch.AARCH64.SyscallNames[c.Name]
+		if !amd || !arm {
+			t.Errorf("%s is not a system call on both amd64 and arm64", c.Name)
+		}
+	}
+	if _, err := guardProgram(mustArch(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustArch(t *testing.T) *arch.Info {
+	info, err := arch.GetInfo("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Assemble(); err != nil {
-		t.Fatalf("the filter does not assemble on %s: %v", runtime.GOARCH, err)
-	}
+	return info
 }
 
 const childEnv = "FIPS_GO_SANDBOX_TEST_CHILD"
@@ -93,9 +115,12 @@ func TestApplyInChild(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	pr := startProbeTargets(t, dir)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestApplyInChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), childEnv+"="+dir)
+	cmd.Env = append(os.Environ(), childEnv+"="+dir, probeEnv+"="+pr.env())
+	cmd.ExtraFiles = []*os.File{pr.tty}
 	out, err := cmd.CombinedOutput()
+	pr.checkUnharmed(t)
 	t.Logf("child:\n%s", out)
 	if err != nil {
 		t.Fatalf("child: %v", err)
@@ -265,6 +290,7 @@ func childMain(dir string) int {
 	if err := os.Remove(filepath.Join(dir, "sock", "uapi.sock")); err != nil {
 		fail("removing the socket: %v", err)
 	}
+	probeAttacks(dir, landlock, fail)
 	if failed > 0 {
 		return 1
 	}
@@ -283,4 +309,71 @@ func statusFields(b []byte) map[string]string {
 		}
 	}
 	return f
+}
+
+// The socket family numbers policy.go writes down are the kernel's.
+func TestSocketNumbersAreLinux(t *testing.T) {
+	for _, c := range []struct{ got, want int }{
+		{AFUnix, unix.AF_UNIX}, {AFInet, unix.AF_INET}, {AFInet6, unix.AF_INET6},
+		{AFNetlink, unix.AF_NETLINK}, {NetlinkRoute, unix.NETLINK_ROUTE},
+	} {
+		if c.got != c.want {
+			t.Errorf("%d, want %d", c.got, c.want)
+		}
+	}
+}
+
+// The guard filter, run in x/net/bpf's machine on seccomp_data as the
+// kernel lays it out: other architectures ENOSYS, the terminal ioctls
+// EPERM whatever the upper half of the request holds, the rest allowed.
+func TestGuardProgram(t *testing.T) {
+	info := mustArch(t)
+	raw, err := guardProgram(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, ok := bpf.Disassemble(raw)
+	if !ok {
+		t.Fatal("the guard does not disassemble")
+	}
+	vm, err := bpf.NewVM(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The machine loads words big-endian, where the kernel's loads are
+	// native: each 32-bit word is stored so that it loads as the kernel
+	// would load it.
+	data := func(archID uint32, nr int, arg1 uint64) []byte {
+		b := make([]byte, 64)
+		binary.BigEndian.PutUint32(b[0:], uint32(nr))
+		binary.BigEndian.PutUint32(b[4:], archID)
+		lo, hi := 24, 28
+		if !littleEndian() {
+			lo, hi = hi, lo
+		}
+		binary.BigEndian.PutUint32(b[lo:], uint32(arg1))
+		binary.BigEndian.PutUint32(b[hi:], uint32(arg1>>32))
+		return b
+	}
+	const (
+		allow = unix.SECCOMP_RET_ALLOW
+		eperm = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+	)
+	for _, c := range []struct {
+		name string
+		in   []byte
+		want uint32
+	}{
+		{"other arch", data(uint32(info.ID)^1, unix.SYS_READ, 0), unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
+		{"read", data(uint32(info.ID), unix.SYS_READ, unix.TIOCSTI), allow},
+		{"TCGETS", data(uint32(info.ID), unix.SYS_IOCTL, unix.TCGETS), allow},
+		{"TIOCSTI", data(uint32(info.ID), unix.SYS_IOCTL, unix.TIOCSTI), eperm},
+		{"TIOCSTI high bits", data(uint32(info.ID), unix.SYS_IOCTL, unix.TIOCSTI|1<<40), eperm},
+		{"TIOCLINUX", data(uint32(info.ID), unix.SYS_IOCTL, unix.TIOCLINUX), eperm},
+	} {
+		got, err := vm.Run(c.in)
+		if err != nil || uint32(got) != c.want {
+			t.Errorf("%s: %#x %v, want %#x", c.name, got, err, c.want)
+		}
+	}
 }

@@ -105,7 +105,49 @@ var Deny = []string{
 	"clock_adjtime", "adjtimex", "acct", "syslog", "vhangup",
 	// Hardware ports (x86).
 	"iopl", "ioperm",
+	// Other processes' System V and POSIX IPC objects (root's, to remove
+	// or read): the daemon has none of its own.
+	"shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl",
+	"semget", "semop", "semtimedop", "semctl", "mq_open", "mq_unlink",
+	"mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+	// Other processes' scheduling, priority and memory placement
+	// (setpriority takes a user or a process group too); tkill names a
+	// thread of any process (the runtime signals its threads with tgkill).
+	"setpriority", "ioprio_set", "migrate_pages", "move_pages", "tkill",
 }
+
+// SelfOnly are the system calls that name a process by pid in their
+// first argument: the daemon may aim them at itself only (its own pid, or
+// 0 where 0 means the caller: ZeroIsSelf), and any other pid is refused
+// with EPERM. kill's 0 is the caller's process group, and -1 every
+// process. Landlock's signal scope (ABI 6) refuses signals to processes
+// outside the daemon too; this works on older kernels, and for the
+// resource limits and scheduling Landlock does not cover.
+var SelfOnly = []struct {
+	Name       string
+	ZeroIsSelf bool
+}{
+	{"kill", false}, {"tgkill", false}, {"rt_sigqueueinfo", false}, {"rt_tgsigqueueinfo", false},
+	{"prlimit64", true}, {"sched_setaffinity", true}, {"sched_setscheduler", true},
+	{"sched_setparam", true}, {"sched_setattr", true},
+}
+
+// Socket families the daemon opens after start (linux/socket.h and
+// linux/netlink.h numbers): UDP and TCP over IPv4 and IPv6 (the bind,
+// streams, DNS), and route netlink (tun's MTU and link state, the
+// interface list). Any other family, and netlink with any other protocol
+// (netfilter, XFRM, audit, uevent), is refused. AF_UNIX is allowed only
+// where Landlock confines it (ABI 9 restricts connecting to named
+// sockets, ABI 6 scopes abstract ones): glibc's resolver may use nscd's
+// and systemd-resolved's sockets; where it is refused, those NSS sources
+// fail and the ones after them in nsswitch.conf answer.
+const (
+	AFUnix       = 1
+	AFInet       = 2
+	AFInet6      = 10
+	AFNetlink    = 16
+	NetlinkRoute = 0
+)
 
 // DenySetnsExcept is the one namespace type setns may join
 // (CLONE_NEWNET): tun follows its interface into another network
@@ -138,11 +180,6 @@ type Config struct {
 
 // ReadDirs are directories the daemon reads below after start:
 //
-//   - /etc: the Go resolver's resolv.conf, hosts, nsswitch.conf (re-read
-//     when they change, for endpoints that follow a host name; a whole
-//     directory because NetworkManager and others replace resolv.conf by
-//     rename, and a rule on the old file would not cover the new one).
-//
 //   - /proc: /proc/stat (the GOMAXPROCS controller, metrics), the
 //     process's own stat, status and fd (metrics), and
 //     /proc/thread-self/ns/net (tun, to come back from the interface's
@@ -161,9 +198,28 @@ type Config struct {
 //     Without them those sources would fail quietly. Reading system
 //     libraries reveals nothing.
 //
-// Where /etc/resolv.conf points out of /etc (systemd-resolved's
+// Where the ReadFiles point out of /etc (systemd-resolved's
 // /run/systemd/resolve) is added by ReadPaths.
-var ReadDirs = []string{"/etc", "/proc", "/usr/lib", "/usr/lib64", "/lib", "/lib64"}
+var ReadDirs = []string{"/proc", "/usr/lib", "/usr/lib64", "/lib", "/lib64"}
+
+// ReadFiles are the files in /etc the daemon reads after start: the Go
+// resolver's (re-read when they change, for endpoints that follow a host
+// name), glibc's in a cgo build (gai.conf, host.conf, ld.so.cache for the
+// NSS modules), and the service and protocol names. The rest of /etc
+// (shadow, keys, other daemons' configuration) stays out of reach: the
+// daemon is root, which owns those files, so file permissions would not
+// stop it.
+//
+// The price: Landlock rules are tied to inodes, so a file in /etc
+// replaced by rename (dhclient rewriting resolv.conf, an editor saving
+// hosts) is no longer readable, and the resolver falls back to its
+// defaults until the daemon restarts. A resolv.conf kept outside /etc
+// behind a link (systemd-resolved, resolvconf) is not affected: its
+// directory is granted whole.
+var ReadFiles = []string{
+	"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf",
+	"/etc/host.conf", "/etc/services", "/etc/protocols", "/etc/ld.so.cache",
+}
 
 // ResolverSocketDirs hold the Unix sockets glibc's resolver connects to
 // in a cgo build: nscd's, and systemd-resolved's varlink socket that
@@ -173,12 +229,13 @@ var ReadDirs = []string{"/etc", "/proc", "/usr/lib", "/usr/lib64", "/lib", "/lib
 var ResolverSocketDirs = []string{"/run/systemd/resolve", "/run/nscd"}
 
 // ReadPaths are the directories to grant reading below: ReadDirs, and the
-// directories of the resolver files' link targets outside /etc
-// (systemd-resolved's /run/systemd/resolve/stub-resolv.conf).
-// evalSymlinks is filepath.EvalSymlinks but in tests.
+// directories of the ReadFiles' link targets outside /etc
+// (systemd-resolved's /run/systemd/resolve/stub-resolv.conf), where the
+// file is replaced by rename. evalSymlinks is filepath.EvalSymlinks but
+// in tests.
 func ReadPaths(evalSymlinks func(string) (string, error)) (dirs []string) {
 	dirs = append(dirs, ReadDirs...)
-	for _, f := range []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf"} {
+	for _, f := range ReadFiles {
 		t, err := evalSymlinks(f)
 		if err != nil || t == f || strings.HasPrefix(t, "/etc/") {
 			continue
@@ -223,12 +280,15 @@ type Status struct {
 	NoNewPrivs  bool
 	Seccomp     bool
 	Landlock    int      // ABI version enforced; 0: none
+	Scoped      bool     // Landlock's signal and abstract Unix socket scopes (ABI 6)
+	UnixSockets string   // "landlock" (confined, ABI 9), "refused" (seccomp), "" (open)
 	Problems    []string // what could not be applied, and why
 }
 
 // String is the one line the start-up log and `fips-go show` print:
 // "caps=net_admin,net_bind_service,sys_admin no_new_privs seccomp
-// landlock=v7", with what is missing named.
+// landlock=v7 scoped=signal,abstract_unix unix_sockets=refused", with
+// what is missing named.
 func (s Status) String() string {
 	switch {
 	case s.Off:
@@ -254,6 +314,12 @@ func (s Status) String() string {
 		parts = append(parts, fmt.Sprintf("landlock=v%d", s.Landlock))
 	} else {
 		parts = append(parts, "landlock unavailable")
+	}
+	if s.Scoped {
+		parts = append(parts, "scoped=signal,abstract_unix")
+	}
+	if s.UnixSockets != "" {
+		parts = append(parts, "unix_sockets="+s.UnixSockets)
 	}
 	return strings.Join(parts, " ")
 }

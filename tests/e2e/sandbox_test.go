@@ -82,6 +82,9 @@ func TestSandbox(t *testing.T) {
 			if !strings.Contains(show, want) {
 				t.Errorf("fips-go show does not say %q:\n%s", want, show)
 			}
+			if tc.on && !strings.Contains(show, " unix_sockets=") {
+				t.Errorf("fips-go show does not say how Unix sockets are confined:\n%s", show)
+			}
 			if tc.on && strings.Contains(show, "landlock unavailable") && os.Getenv("FIPS_E2E") == "1" {
 				t.Logf("this kernel has no Landlock: only capabilities, no_new_privs and seccomp were checked")
 			}
