@@ -13,7 +13,6 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device/internal/allowedips"
-	"github.com/fips-go/fips-go/device/internal/ratelimit"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/device/timers"
 	"github.com/fips-go/fips-go/internal/hist"
@@ -58,24 +57,10 @@ type Device struct {
 	sojourn      [numStages]hist.Hist
 	index        *noise.IndexTable[indexEntry]
 	wheel        *timerWheel
-	limit        *ratelimit.Limiter
-	load         ratelimit.LoadGauge // cookie mode, with its hold time
-	work         chan *batch         // crypto jobs, both directions
-	hsq          *hsQueue            // handshake messages from anyone
-	hsqPrio      *hsQueue            // ... that proved their source or answer our handshake
-	known        knownEndpoints      // configured peers' endpoints, for triage
-	socks        peerSockets         // connected sockets for the peers' endpoints
-	limitKnown   *ratelimit.Limiter  // priority slots without MAC2, per known address
-	strangers    *ratelimit.Bucket   // MAC2-proven initiations from unknown endpoints
-	strangerTime *ratelimit.Share    // the time those initiations' handling takes
-	knownTime    *ratelimit.Share    // the time known endpoints' initiations without MAC2 take
-	anonTime     *ratelimit.Share    // the time other initiations without MAC2 take, unanswered
-	answered     atomic.Uint64       // initiations answered: configured peers', fresh (see receiver)
-	yield        ratelimit.Yield     // whether the initiations worked on are mostly answered
-	cookieBudget *ratelimit.Bucket   // what the anonymous queue may take under load
-	limitCookies *ratelimit.Limiter  // the same, per address
-	shedMu       sync.Mutex          // serializes changes of shedding and the bind's Shed
-	shedding     atomic.Bool         // the bind sheds a flood (conn.Shedder); set under shedMu
+	work         chan *batch    // crypto jobs, both directions
+	known        knownEndpoints // configured peers' endpoints, for triage
+	socks        peerSockets    // connected sockets for the peers' endpoints
+	flood        floodDefence   // handshake queues and the limits that guard them
 
 	cfgMu      sync.Mutex // serializes Apply and bind changes
 	listenPort uint16     // guarded by cfgMu
@@ -115,30 +100,18 @@ var ErrClosed = errors.New("device: closed")
 func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 	opts.setDefaults()
 	d := &Device{
-		opts:    opts,
-		aqmOff:  opts.aqmParams.Off(),
-		tun:     t,
-		bind:    b,
-		tp:      opts.Timers.WithDefaults(),
-		index:   noise.NewIndexTable[indexEntry](opts.Rand),
-		limit:   ratelimit.New(ratelimit.Options{}),
-		work:    make(chan *batch, opts.batches+opts.smallBatches),
-		hsq:     newHSQueue(opts.handshakeQueue, hsBacklog*opts.handshakeQueue),
-		hsqPrio: newHSQueue(max(16, opts.handshakeQueue/4), 0),
-		peers:   make(map[noise.PublicKey]*Peer),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+		opts:   opts,
+		aqmOff: opts.aqmParams.Off(),
+		tun:    t,
+		bind:   b,
+		tp:     opts.Timers.WithDefaults(),
+		index:  noise.NewIndexTable[indexEntry](opts.Rand),
+		work:   make(chan *batch, opts.batches+opts.smallBatches),
+		peers:  make(map[noise.PublicKey]*Peer),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
 	}
-	// limitKnown bounds what a spoofer of a known endpoint gets.
-	d.limitKnown = ratelimit.New(ratelimit.Options{})
-	d.strangers = ratelimit.NewBucket(opts.strangerHandshakes, opts.strangerHandshakes/10)
-	d.strangerTime = ratelimit.NewShare(opts.strangerHandshakeTime, opts.strangerHandshakeTime)
-	d.knownTime = ratelimit.NewShare(knownUnprovenTime, knownUnprovenTime)
-	if opts.anonymousHandshakeTime > 0 {
-		d.anonTime = ratelimit.NewShare(opts.anonymousHandshakeTime, opts.anonymousHandshakeTime)
-	}
-	d.cookieBudget = ratelimit.NewBucket(opts.cookieReplies, opts.cookieReplies/10)
-	d.limitCookies = ratelimit.New(ratelimit.Options{})
+	d.flood.init(&opts)
 	mtu, err := t.MTU()
 	if err != nil {
 		return nil, fmt.Errorf("device: reading TUN MTU: %w", err)

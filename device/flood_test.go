@@ -23,16 +23,16 @@ import (
 // computations when load was decided per message).
 func TestUnderLoadHoldsAfterTheQueueDrains(t *testing.T) {
 	// Only the queue matters here: a bare Device, no goroutines to drain it.
-	d := &Device{hsq: newHSQueue(1024, 0)}
+	d := &Device{flood: floodDefence{hsq: newHSQueue(1024, 0)}}
 	now := time.Unix(5000, 0)
-	for len(d.hsq.q) < d.hsq.base/4 {
-		d.hsq.q <- nil
+	for len(d.flood.hsq.q) < d.flood.hsq.base/4 {
+		d.flood.hsq.q <- nil
 	}
 	if !d.underLoad(now) {
 		t.Fatal("not under load with the queue a quarter full")
 	}
-	for len(d.hsq.q) > 0 {
-		<-d.hsq.q
+	for len(d.flood.hsq.q) > 0 {
+		<-d.flood.hsq.q
 	}
 	if !d.underLoad(now.Add(ratelimit.LoadHold / 2)) {
 		t.Fatal("load mode ended as soon as the queue drained")
@@ -52,20 +52,22 @@ func triageDevice(t *testing.T) (*Device, noise.PublicKey) {
 	}
 	pub := key.PublicKey()
 	d := &Device{
-		hsq:     newHSQueue(64, 0),
-		hsqPrio: newHSQueue(16, 0),
-		index:   noise.NewIndexTable[indexEntry](rand.Reader),
+		index: noise.NewIndexTable[indexEntry](rand.Reader),
+		flood: floodDefence{
+			hsq:     newHSQueue(64, 0),
+			hsqPrio: newHSQueue(16, 0),
 
-		limitKnown:   ratelimit.New(ratelimit.Options{}),
-		strangers:    ratelimit.NewBucket(1000, 100),
-		strangerTime: ratelimit.NewShare(20*time.Millisecond, 20*time.Millisecond),
-		knownTime:    ratelimit.NewShare(20*time.Millisecond, 20*time.Millisecond),
-		// anonTime nil: initiations without MAC2 under load get cookie
-		// replies (Options.anonymousHandshakeTime < 0), which the tests
-		// of that path need.
+			limitKnown:   ratelimit.New(ratelimit.Options{}),
+			strangers:    ratelimit.NewBucket(1000, 100),
+			strangerTime: ratelimit.NewShare(20*time.Millisecond, 20*time.Millisecond),
+			knownTime:    ratelimit.NewShare(20*time.Millisecond, 20*time.Millisecond),
+			// anonTime nil: initiations without MAC2 under load get cookie
+			// replies (Options.anonymousHandshakeTime < 0), which the tests
+			// of that path need.
 
-		cookieBudget: ratelimit.NewBucket(5000, 500),
-		limitCookies: ratelimit.New(ratelimit.Options{}),
+			cookieBudget: ratelimit.NewBucket(5000, 500),
+			limitCookies: ratelimit.New(ratelimit.Options{}),
+		},
 	}
 	d.opts.setDefaults()
 	d.checker.Store(noise.NewCookieChecker(pub, rand.Reader))
@@ -98,7 +100,7 @@ func TestTriageDropsBadMAC1BeforeQueueing(t *testing.T) {
 	other, _ := noise.GeneratePrivateKey(rand.Reader)
 	ep := conn.Endpoint{Dst: netip.MustParseAddrPort("198.51.100.7:4000")}
 	d.queueHandshake(initiation(noise.NewCookieGenerator(other.PublicKey()), time.Now()), ep)
-	if n := len(d.hsq.q) + len(d.hsqPrio.q); n != 0 {
+	if n := len(d.flood.hsq.q) + len(d.flood.hsqPrio.q); n != 0 {
 		t.Fatalf("%d messages queued, want the bad-MAC1 one dropped", n)
 	}
 	if c := d.ctr[cRxHandshakeBadMAC].Load(); c != 1 {
@@ -114,7 +116,7 @@ func TestTriageKeepsRoomForProvenSources(t *testing.T) {
 	d, pub := triageDevice(t)
 	now := time.Now()
 	flood := noise.NewCookieGenerator(pub)
-	for i := 0; len(d.hsq.q) < d.hsq.base; i++ {
+	for i := 0; len(d.flood.hsq.q) < d.flood.hsq.base; i++ {
 		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 1000)
 		d.queueHandshake(initiation(flood, now), conn.Endpoint{Dst: src})
 	}
@@ -138,8 +140,8 @@ func TestTriageKeepsRoomForProvenSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.queueHandshake(initiation(gen, now), conn.Endpoint{Dst: peer})
-	if len(d.hsqPrio.q) != 1 {
-		t.Fatalf("the initiation with a valid MAC2 was not queued (priority queue holds %d)", len(d.hsqPrio.q))
+	if len(d.flood.hsqPrio.q) != 1 {
+		t.Fatalf("the initiation with a valid MAC2 was not queued (priority queue holds %d)", len(d.flood.hsqPrio.q))
 	}
 
 	// A response to a handshake we started goes first too.
@@ -152,8 +154,8 @@ func TestTriageKeepsRoomForProvenSources(t *testing.T) {
 	binary.LittleEndian.PutUint32(resp[8:], idx)
 	noise.NewCookieGenerator(pub).AddMACs(resp, now)
 	d.queueHandshake(resp, conn.Endpoint{Dst: peer})
-	if len(d.hsqPrio.q) != 2 {
-		t.Fatalf("the response to our handshake was not queued (priority queue holds %d)", len(d.hsqPrio.q))
+	if len(d.flood.hsqPrio.q) != 2 {
+		t.Fatalf("the response to our handshake was not queued (priority queue holds %d)", len(d.flood.hsqPrio.q))
 	}
 }
 
@@ -170,7 +172,7 @@ func TestTriageLetsAKnownPeerEarnItsCookie(t *testing.T) {
 	clock := now
 	d.opts.Now = func() time.Time { return clock }
 	flood := noise.NewCookieGenerator(pub)
-	for i := 0; len(d.hsq.q) < d.hsq.base; i++ {
+	for i := 0; len(d.flood.hsq.q) < d.flood.hsq.base; i++ {
 		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 1000)
 		d.queueHandshake(initiation(flood, now), conn.Endpoint{Dst: src})
 	}
@@ -179,34 +181,34 @@ func TestTriageLetsAKnownPeerEarnItsCookie(t *testing.T) {
 	p.setEndpoint(conn.Endpoint{Dst: known})
 	gen := noise.NewCookieGenerator(pub)
 	d.queueHandshake(initiation(gen, now), conn.Endpoint{Dst: known})
-	if len(d.hsqPrio.q) != 1 {
-		t.Fatalf("the known peer's initiation was not queued (priority queue holds %d)", len(d.hsqPrio.q))
+	if len(d.flood.hsqPrio.q) != 1 {
+		t.Fatalf("the known peer's initiation was not queued (priority queue holds %d)", len(d.flood.hsqPrio.q))
 	}
 	d.queueHandshake(initiation(gen, now), conn.Endpoint{Dst: netip.MustParseAddrPort("192.0.2.10:51821")})
-	if len(d.hsqPrio.q) != 1 {
+	if len(d.flood.hsqPrio.q) != 1 {
 		t.Fatal("another port of the known address got a priority slot")
 	}
 	for range 100 {
 		d.queueHandshake(initiation(flood, now), conn.Endpoint{Dst: known})
 	}
-	if n := len(d.hsqPrio.q); n > 1+ratelimitBurst {
+	if n := len(d.flood.hsqPrio.q); n > 1+ratelimitBurst {
 		t.Fatalf("a spoofer at the known endpoint took %d priority slots", n)
 	}
-	for len(d.hsqPrio.q) > 0 {
-		d.hsqPrio.release(<-d.hsqPrio.q)
+	for len(d.flood.hsqPrio.q) > 0 {
+		d.flood.hsqPrio.release(<-d.flood.hsqPrio.q)
 	}
 	later := now.Add(time.Minute) // the spoofer's limit has refilled
 	clock = later
 	moved := netip.MustParseAddrPort("203.0.113.5:51820")
 	p.setEndpoint(conn.Endpoint{Dst: moved})
 	d.queueHandshake(initiation(gen, later), conn.Endpoint{Dst: known})
-	if len(d.hsqPrio.q) != 0 {
+	if len(d.flood.hsqPrio.q) != 0 {
 		t.Fatal("the address the peer moved away from is still known")
 	}
 	p.removed.Store(true)
 	p.forgetEndpoint()
 	d.queueHandshake(initiation(gen, later), conn.Endpoint{Dst: moved})
-	if len(d.hsqPrio.q) != 0 {
+	if len(d.flood.hsqPrio.q) != 0 {
 		t.Fatal("a removed peer's endpoint is still known")
 	}
 }
@@ -215,7 +217,7 @@ func TestTriageLetsAKnownPeerEarnItsCookie(t *testing.T) {
 // a /16 of sources, which puts d under load.
 func fillAnonymous(d *Device, pub noise.PublicKey, now time.Time) {
 	flood := noise.NewCookieGenerator(pub)
-	for i := 0; len(d.hsq.q) < d.hsq.base; i++ {
+	for i := 0; len(d.flood.hsq.q) < d.flood.hsq.base; i++ {
 		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 1000)
 		d.queueHandshake(initiation(flood, now), conn.Endpoint{Dst: src})
 	}
@@ -247,7 +249,7 @@ const ratelimitBurst = 5
 // per-address burst for every source). A known peer's are not counted.
 func TestTriageBoundsStrangersHandshakeWork(t *testing.T) {
 	d, pub := triageDevice(t)
-	d.strangers = ratelimit.NewBucket(10, 3)
+	d.flood.strangers = ratelimit.NewBucket(10, 3)
 	now := time.Unix(9000, 0)
 	d.opts.Now = func() time.Time { return now }
 	fillAnonymous(d, pub, now)
@@ -256,7 +258,7 @@ func TestTriageBoundsStrangersHandshakeWork(t *testing.T) {
 		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 98, 0, byte(i)}), 1000)
 		d.queueHandshake(withCookie(src), conn.Endpoint{Dst: src})
 	}
-	if n := len(d.hsqPrio.q); n != 3 {
+	if n := len(d.flood.hsqPrio.q); n != 3 {
 		t.Fatalf("%d of 10 strangers with cookies queued, want the burst of 3", n)
 	}
 	if c := d.ctr[cRxHandshakeRateLimited].Load(); c != 7 {
@@ -265,7 +267,7 @@ func TestTriageBoundsStrangersHandshakeWork(t *testing.T) {
 	known := netip.MustParseAddrPort("192.0.2.10:51820")
 	(&Peer{d: d}).setEndpoint(conn.Endpoint{Dst: known})
 	d.queueHandshake(withCookie(known), conn.Endpoint{Dst: known})
-	if n := len(d.hsqPrio.q); n != 4 {
+	if n := len(d.flood.hsqPrio.q); n != 4 {
 		t.Fatal("a known peer's initiation with MAC2 was held to the strangers' budget")
 	}
 }
@@ -278,8 +280,8 @@ func TestTriageBoundsStrangersHandshakeWork(t *testing.T) {
 // benchmark, and would take several times that on a slower CPU.)
 func TestStrangersHandshakeTimeIsBounded(t *testing.T) {
 	d, pub := triageDevice(t)
-	d.limit = ratelimit.New(ratelimit.Options{})
-	d.strangerTime = ratelimit.NewShare(20*time.Millisecond, 2*time.Millisecond)
+	d.flood.limit = ratelimit.New(ratelimit.Options{})
+	d.flood.strangerTime = ratelimit.NewShare(20*time.Millisecond, 2*time.Millisecond)
 	t0 := time.Unix(9000, 0)
 	clock := t0
 	d.opts.Now = func() time.Time { return clock }
@@ -304,22 +306,22 @@ func TestStrangersHandshakeTimeIsBounded(t *testing.T) {
 	}
 	// 2 ms of burst less at least 3 ms taken: in debt, paid back at 2% of
 	// the time passed, so for the next 50 ms strangers are turned away.
-	prio := len(d.hsqPrio.q)
+	prio := len(d.flood.hsqPrio.q)
 	d.queueHandshake(withCookie(stranger), conn.Endpoint{Dst: stranger})
-	if len(d.hsqPrio.q) != prio {
+	if len(d.flood.hsqPrio.q) != prio {
 		t.Fatal("a stranger was queued while its share of the time was spent")
 	}
 	known := netip.MustParseAddrPort("192.0.2.10:51820")
 	(&Peer{d: d}).setEndpoint(conn.Endpoint{Dst: known})
 	d.queueHandshake(withCookie(known), conn.Endpoint{Dst: known})
-	if len(d.hsqPrio.q) != prio+1 {
+	if len(d.flood.hsqPrio.q) != prio+1 {
 		t.Fatal("a known peer's initiation was held to the strangers' time")
 	}
 	// Still under load (the anonymous queue is full), a second later the
 	// debt is paid and a stranger gets through again.
 	clock = clock.Add(time.Second)
 	d.queueHandshake(withCookie(stranger), conn.Endpoint{Dst: stranger})
-	if len(d.hsqPrio.q) != prio+2 {
+	if len(d.flood.hsqPrio.q) != prio+2 {
 		t.Fatal("a stranger was still turned away after its debt was paid")
 	}
 }
@@ -332,8 +334,8 @@ func TestStrangersHandshakeTimeIsBounded(t *testing.T) {
 // 130k/s flood took 45% of the victim's CPU, one send per reply.)
 func TestTriageBoundsCookieReplies(t *testing.T) {
 	d, pub := triageDevice(t)
-	d.hsq = newHSQueue(400, 0)
-	d.cookieBudget = ratelimit.NewBucket(10, 3)
+	d.flood.hsq = newHSQueue(400, 0)
+	d.flood.cookieBudget = ratelimit.NewBucket(10, 3)
 	t0 := time.Unix(7000, 0)
 	clock := t0
 	d.opts.Now = func() time.Time { return clock }
@@ -341,21 +343,21 @@ func TestTriageBoundsCookieReplies(t *testing.T) {
 	src := func(i int) conn.Endpoint {
 		return conn.Endpoint{Dst: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 1000)}
 	}
-	for i := 0; len(d.hsq.q) < d.hsq.base/4; i++ {
+	for i := 0; len(d.flood.hsq.q) < d.flood.hsq.base/4; i++ {
 		d.queueHandshake(initiation(flood, t0), src(i))
 	}
 	if !d.underLoad(t0) {
 		t.Fatal("not under load with the queue a quarter full")
 	}
-	for len(d.hsq.q) > 0 {
-		d.hsq.release(<-d.hsq.q)
+	for len(d.flood.hsq.q) > 0 {
+		d.flood.hsq.release(<-d.flood.hsq.q)
 	}
 	at := t0.Add(900 * time.Millisecond)
 	clock = at
 	for i := range 20 {
 		d.queueHandshake(initiation(flood, at), src(1000+i))
 	}
-	if n := len(d.hsq.q); n != 3 {
+	if n := len(d.flood.hsq.q); n != 3 {
 		t.Fatalf("%d of 20 queued for a cookie reply, want the burst of 3", n)
 	}
 	if c := d.ctr[cRxHandshakeRateLimited].Load(); c != 17 {
@@ -373,17 +375,17 @@ func TestTriageBoundsCookieReplies(t *testing.T) {
 // attacker's namespace, while a real stranger's initiation got none).
 func TestTriageBoundsCookieRepliesPerSource(t *testing.T) {
 	d, pub := triageDevice(t)
-	d.hsq = newHSQueue(400, 0)
-	d.cookieBudget = ratelimit.NewBucket(1000, 100)
+	d.flood.hsq = newHSQueue(400, 0)
+	d.flood.cookieBudget = ratelimit.NewBucket(1000, 100)
 	now := time.Unix(7000, 0)
 	d.opts.Now = func() time.Time { return now }
-	d.load.Mark(now)
+	d.flood.load.Mark(now)
 	flood := noise.NewCookieGenerator(pub)
 	one := conn.Endpoint{Dst: netip.MustParseAddrPort("10.99.0.1:40000")}
 	for range 200 {
 		d.queueHandshake(initiation(flood, now), one)
 	}
-	if n := len(d.hsq.q); n != ratelimitBurst {
+	if n := len(d.flood.hsq.q); n != ratelimitBurst {
 		t.Fatalf("one source got %d of 200 initiations queued for a cookie reply, want its burst of %d", n, ratelimitBurst)
 	}
 	if c := d.ctr[cRxHandshakeRateLimited].Load(); c != 200-ratelimitBurst {
@@ -391,7 +393,7 @@ func TestTriageBoundsCookieRepliesPerSource(t *testing.T) {
 	}
 	stranger := conn.Endpoint{Dst: netip.MustParseAddrPort("198.51.100.9:51820")}
 	d.queueHandshake(initiation(noise.NewCookieGenerator(pub), now), stranger)
-	if n := len(d.hsq.q); n != ratelimitBurst+1 {
+	if n := len(d.flood.hsq.q); n != ratelimitBurst+1 {
 		t.Fatal("after a one-source flood a stranger's initiation got no cookie reply")
 	}
 	if !d.underLoad(now.Add(ratelimit.LoadHold / 2)) {
@@ -482,7 +484,7 @@ func TestCookieRepliesGoOutTogether(t *testing.T) {
 	defer src.Close()
 	from := conn.Endpoint{Dst: netip.AddrPortFrom(netip.MustParseAddr("192.0.2.66"), port)}
 
-	d.load.Mark(d.now())
+	d.flood.load.Mark(d.now())
 	flood := noise.NewCookieGenerator(pub)
 	var out replies
 	const n = 100
@@ -602,14 +604,14 @@ func TestFloodIsShedWhileUnderLoad(t *testing.T) {
 // cookie replies, as everyone did before; a stranger always does.
 func TestKnownPeerSkipsTheCookieRoundTripUnderLoad(t *testing.T) {
 	d, pub := triageDevice(t)
-	d.limit = ratelimit.New(ratelimit.Options{})
-	d.knownTime = ratelimit.NewShare(10*time.Millisecond, 10*time.Millisecond)
+	d.flood.limit = ratelimit.New(ratelimit.Options{})
+	d.flood.knownTime = ratelimit.NewShare(10*time.Millisecond, 10*time.Millisecond)
 	t0 := time.Unix(9000, 0)
 	clock := t0
 	d.opts.Now = func() time.Time { return clock }
 	fillAnonymous(d, pub, t0)
-	for len(d.hsq.q) > 0 { // still under load: the gauge holds for LoadHold
-		d.hsq.release(<-d.hsq.q)
+	for len(d.flood.hsq.q) > 0 { // still under load: the gauge holds for LoadHold
+		d.flood.hsq.release(<-d.flood.hsq.q)
 	}
 	known := netip.MustParseAddrPort("192.0.2.10:51820")
 	(&Peer{d: d}).setEndpoint(conn.Endpoint{Dst: known})
@@ -619,8 +621,8 @@ func TestKnownPeerSkipsTheCookieRoundTripUnderLoad(t *testing.T) {
 		d.queueHandshake(initiation(gen, clock), conn.Endpoint{Dst: src})
 		var m *hsMsg
 		select {
-		case m = <-d.hsqPrio.q:
-		case m = <-d.hsq.q:
+		case m = <-d.flood.hsqPrio.q:
+		case m = <-d.flood.hsq.q:
 		default:
 			t.Fatalf("the initiation from %v was not queued", src)
 		}
@@ -643,7 +645,7 @@ func TestKnownPeerSkipsTheCookieRoundTripUnderLoad(t *testing.T) {
 		t.Fatal("a stranger without MAC2 was answered without a cookie")
 	}
 	// Spend the share: the worker charges each unanswered one's wall time.
-	d.knownTime.Charge(30 * time.Millisecond)
+	d.flood.knownTime.Charge(30 * time.Millisecond)
 	clock = clock.Add(time.Millisecond)
 	if n := handle(known); n != 1 {
 		t.Fatal("past its share of the time, an initiation from a known endpoint was still answered without a cookie")
@@ -669,7 +671,7 @@ func TestConfiguredPeersFromUnknownAddressesSpendNoStrangerBudget(t *testing.T) 
 		pa, pb := a.dev.lookupPeer(b.key.PublicKey()), b.dev.lookupPeer(a.key.PublicKey())
 		for i := range 3 {
 			pb.forgetEndpoint() // a road warrior: b has no endpoint for a
-			b.dev.load.Mark(time.Now())
+			b.dev.flood.load.Mark(time.Now())
 			before := b.dev.ctr[cHandshakeResponsesSent].Load()
 			pa.initiateAttempt(time.Now(), true, false)
 			synctest.Wait()
@@ -703,7 +705,7 @@ func TestAnonymousInitiationsOfConfiguredPeersAreAnsweredUnderLoad(t *testing.T)
 		pa, pb := a.dev.lookupPeer(b.key.PublicKey()), b.dev.lookupPeer(a.key.PublicKey())
 		for i := range 3 {
 			pb.forgetEndpoint() // a road warrior: b has no endpoint for a
-			b.dev.load.Mark(time.Now())
+			b.dev.flood.load.Mark(time.Now())
 			before := b.dev.ctr[cHandshakeResponsesSent].Load()
 			pa.initiateAttempt(time.Now(), true, true) // no retry on a cookie
 			synctest.Wait()
@@ -724,7 +726,7 @@ func TestAnonymousInitiationsOfConfiguredPeersAreAnsweredUnderLoad(t *testing.T)
 // the rest get cookie replies.
 func TestAnonymousInitiationsThatFailSpendTheShare(t *testing.T) {
 	d, pub := triageDevice(t)
-	d.anonTime = ratelimit.NewShare(10*time.Millisecond, 10*time.Millisecond)
+	d.flood.anonTime = ratelimit.NewShare(10*time.Millisecond, 10*time.Millisecond)
 	clock := time.Unix(9000, 0)
 	ticking := true
 	d.opts.Now = func() time.Time {
@@ -734,7 +736,7 @@ func TestAnonymousInitiationsThatFailSpendTheShare(t *testing.T) {
 		}
 		return now
 	}
-	d.load.Mark(clock)
+	d.flood.load.Mark(clock)
 	flood := noise.NewCookieGenerator(pub)
 	var out replies
 	cookies := 0
@@ -743,7 +745,7 @@ func TestAnonymousInitiationsThatFailSpendTheShare(t *testing.T) {
 		d.queueHandshake(initiation(flood, clock), conn.Endpoint{Dst: src})
 		var m *hsMsg
 		select {
-		case m = <-d.hsq.q:
+		case m = <-d.flood.hsq.q:
 		default:
 			t.Fatalf("initiation %d was not queued", i)
 		}
@@ -752,7 +754,7 @@ func TestAnonymousInitiationsThatFailSpendTheShare(t *testing.T) {
 		if out.n > before {
 			cookies++
 		}
-		d.hsq.release(m)
+		d.flood.hsq.release(m)
 	}
 	// 10 ms of share, at least 3 ms charged each: at most 4 handled
 	// before the share is spent and everything else gets a cookie.

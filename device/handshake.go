@@ -62,7 +62,7 @@ func (d *Device) queueHandshake(msg []byte, ep conn.Endpoint) {
 	// A message that can earn a cookie reply and no more is not worth
 	// the wait. Asked only once the queue is at its base size: Yield
 	// takes a lock the workers share.
-	if q == d.hsq && slot != slotCookie && d.yield.Productive(now) && q.put(msg, ep, slot, true) {
+	if q == d.flood.hsq && slot != slotCookie && d.flood.yield.Productive(now) && q.put(msg, ep, slot, true) {
 		return
 	}
 	d.ctr.inc(cRxHandshakeQueueFull)
@@ -72,7 +72,7 @@ func (d *Device) queueHandshake(msg []byte, ep conn.Endpoint) {
 // now or within the last ratelimit.LoadHold; then MAC2 (a cookie proving
 // the source address) is required.
 func (d *Device) underLoad(now time.Time) bool {
-	return d.load.Observe(len(d.hsq.q), d.hsq.base, now)
+	return d.flood.load.Observe(len(d.flood.hsq.q), d.flood.hsq.base, now)
 }
 
 // handshakeWorker handles queued handshake messages until the device
@@ -83,21 +83,21 @@ func (d *Device) handshakeWorker() {
 	var out replies
 	for {
 		var m *hsMsg
-		from := d.hsqPrio
+		from := d.flood.hsqPrio
 		select {
-		case m = <-d.hsqPrio.q:
+		case m = <-d.flood.hsqPrio.q:
 		default:
 			select {
 			case <-d.stop:
 				return
-			case m = <-d.hsqPrio.q:
-			case m = <-d.hsq.q:
-				from = d.hsq
+			case m = <-d.flood.hsqPrio.q:
+			case m = <-d.flood.hsq.q:
+				from = d.flood.hsq
 			}
 		}
 		d.handleHandshake(m, &out)
 		from.release(m)
-		if len(d.hsqPrio.q)+len(d.hsq.q) == 0 {
+		if len(d.flood.hsqPrio.q)+len(d.flood.hsq.q) == 0 {
 			d.flushReplies(&out)
 		}
 	}
@@ -163,7 +163,7 @@ func (d *Device) handleHandshake(m *hsMsg, out *replies) {
 	if d.underLoad(now) {
 		switch {
 		case checker.CheckMAC2(msg, ep.Dst, now):
-			if !d.limit.Allow(ep.Dst.Addr(), now) {
+			if !d.flood.limit.Allow(ep.Dst.Addr(), now) {
 				d.ctr.inc(cRxHandshakeRateLimited)
 				return
 			}
@@ -174,26 +174,26 @@ func (d *Device) handleHandshake(m *hsMsg, out *replies) {
 			// its peer Rekey-Timeout. At most a quarter of the queue
 			// gets in so before the load shows. Charged like the
 			// anonymous ones if it is not answered.
-			unproven = d.anonTime
-		case m.slot == slotKnown && typ == noise.TypeInitiation && d.knownTime.Allow(now):
+			unproven = d.flood.anonTime
+		case m.slot == slotKnown && typ == noise.TypeInitiation && d.flood.knownTime.Allow(now):
 			// From where a configured peer is: answered at once rather
 			// than after the cookie round trip, which a standard
 			// initiator completes only at its next attempt, Rekey-Timeout
 			// later. Bounded in time in all (knownUnprovenTime) and per
 			// address by triage.
-			unproven = d.knownTime
-		case m.slot == slotAnon && typ == noise.TypeInitiation && d.anonTime != nil && d.anonTime.Allow(now):
+			unproven = d.flood.knownTime
+		case m.slot == slotAnon && typ == noise.TypeInitiation && d.flood.anonTime != nil && d.flood.anonTime.Allow(now):
 			// From anywhere, within what unanswered ones may cost
 			// (Options.anonymousHandshakeTime): a flood's never are
 			// answered, so it spends the share at once and gets cookie
 			// replies; a restarted gateway's road warriors always are,
 			// so they are never charged and get their sessions without
 			// the cookie round trip.
-			unproven = d.anonTime
+			unproven = d.flood.anonTime
 		default:
 			// Triage did not charge an anonymous slot to the cookie
 			// replies' budgets; it pays now.
-			if m.slot == slotAnon && (!d.limitCookies.Allow(ep.Dst.Addr(), now) || !d.cookieBudget.Allow(now)) {
+			if m.slot == slotAnon && (!d.flood.limitCookies.Allow(ep.Dst.Addr(), now) || !d.flood.cookieBudget.Allow(now)) {
 				d.ctr.inc(cRxHandshakeRateLimited)
 				return
 			}
@@ -205,7 +205,7 @@ func (d *Device) handleHandshake(m *hsMsg, out *replies) {
 	case noise.TypeInitiation:
 		d.ctr.inc(cHandshakeInitiationsReceived)
 		answered := d.handleInitiation(msg, ep, now)
-		d.yield.Record(answered, now)
+		d.flood.yield.Record(answered, now)
 		// Charged the wall time it took: on a CPU that a flood contends
 		// that is more than the CPU time, and fewer pass.
 		switch {
@@ -215,9 +215,9 @@ func (d *Device) handleHandshake(m *hsMsg, out *replies) {
 			// strangers' budget bounds, which only a peer's own key can
 			// prove (a replayed initiation is not answered). Its token
 			// goes back and its time is not charged.
-			d.strangers.Refund()
+			d.flood.strangers.Refund()
 		case stranger:
-			d.strangerTime.Charge(d.now().Sub(now))
+			d.flood.strangerTime.Charge(d.now().Sub(now))
 		case unproven != nil && !answered:
 			unproven.Charge(d.now().Sub(now))
 		}
@@ -313,7 +313,7 @@ func (d *Device) handleInitiation(msg []byte, ep conn.Endpoint, now time.Time) b
 	} else {
 		p.txBytes.Add(-uint64(len(resp)))
 	}
-	d.answered.Add(1)
+	d.flood.answered.Add(1)
 	return true
 }
 

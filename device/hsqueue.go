@@ -98,15 +98,15 @@ func (d *Device) triage(typ uint32, msg []byte, ep conn.Endpoint, now time.Time)
 	switch typ {
 	case noise.TypeCookieReply:
 		if d.startedHandshake(binary.LittleEndian.Uint32(msg[4:8])) {
-			return d.hsqPrio, 0, slotPlain
+			return d.flood.hsqPrio, 0, slotPlain
 		}
-		return d.hsq, 0, slotPlain
+		return d.flood.hsq, 0, slotPlain
 	case noise.TypeResponse:
 		if !d.validMAC1(msg) {
 			return nil, cRxHandshakeBadMAC, slotPlain
 		}
 		if d.startedHandshake(binary.LittleEndian.Uint32(msg[8:12])) {
-			return d.hsqPrio, 0, slotPlain
+			return d.flood.hsqPrio, 0, slotPlain
 		}
 	case noise.TypeInitiation:
 		if !d.validMAC1(msg) {
@@ -114,38 +114,38 @@ func (d *Device) triage(typ uint32, msg []byte, ep conn.Endpoint, now time.Time)
 		}
 	}
 	if !d.underLoad(now) {
-		return d.hsq, 0, slotPlain
+		return d.flood.hsq, 0, slotPlain
 	}
 	if d.checker.Load().CheckMAC2(msg, ep.Dst, now) {
 		// Each initiation costs a Diffie-Hellman computation: strangers
 		// share one budget however many addresses they have cookies for,
 		// in time (charged by the worker, see handleHandshake) and count.
-		if typ == noise.TypeInitiation && !d.known.has(ep.Dst) && (!d.strangerTime.Allow(now) || !d.strangers.Allow(now)) {
+		if typ == noise.TypeInitiation && !d.known.has(ep.Dst) && (!d.flood.strangerTime.Allow(now) || !d.flood.strangers.Allow(now)) {
 			return nil, cRxHandshakeRateLimited, slotPlain
 		}
-		return d.hsqPrio, 0, slotPlain
+		return d.flood.hsqPrio, 0, slotPlain
 	}
 	// An initiation from where a configured peer is: it gets a priority
 	// slot to be answered or to earn its cookie (see handleHandshake), at
 	// a per-address rate a spoofer of that address cannot exceed.
-	if typ == noise.TypeInitiation && d.known.has(ep.Dst) && d.limitKnown.Allow(ep.Dst.Addr(), now) {
-		return d.hsqPrio, 0, slotKnown
+	if typ == noise.TypeInitiation && d.known.has(ep.Dst) && d.flood.limitKnown.Allow(ep.Dst.Addr(), now) {
+		return d.flood.hsqPrio, 0, slotKnown
 	}
 	// Any other initiation may be answered without a cookie while
 	// unanswered ones cost less than Options.anonymousHandshakeTime (see handleHandshake,
 	// which pays the cookie budgets below if it turns out it may not).
-	if typ == noise.TypeInitiation && d.anonTime != nil && d.anonTime.Allow(now) {
-		return d.hsq, 0, slotAnon
+	if typ == noise.TypeInitiation && d.flood.anonTime != nil && d.flood.anonTime.Allow(now) {
+		return d.flood.hsq, 0, slotAnon
 	}
 	// All the rest can earn is a cookie reply, a send each: bounded per
 	// address first, so that one source cannot spend what every stranger's
 	// reply comes out of, then in all; a flood turned away here still
 	// holds the device in cookie mode.
-	if !d.limitCookies.Allow(ep.Dst.Addr(), now) || !d.cookieBudget.Allow(now) {
-		d.load.Mark(now)
+	if !d.flood.limitCookies.Allow(ep.Dst.Addr(), now) || !d.flood.cookieBudget.Allow(now) {
+		d.flood.load.Mark(now)
 		return nil, cRxHandshakeRateLimited, slotPlain
 	}
-	return d.hsq, 0, slotCookie
+	return d.flood.hsq, 0, slotCookie
 }
 
 func (d *Device) validMAC1(msg []byte) bool {

@@ -182,9 +182,9 @@ func TestLifecycleRemovalAndMTUUnderTraffic(t *testing.T) {
 func TestCookieReplyIsAnsweredAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := memPair(t, membind.NetOptions{})
-		b.dev.anonTime = nil // Options.anonymousHandshakeTime < 0: the cookie path
+		b.dev.flood.anonTime = nil // Options.anonymousHandshakeTime < 0: the cookie path
 		start := time.Now()
-		b.dev.load.Observe(1, 1, start) // b is under load for LoadHold
+		b.dev.flood.load.Observe(1, 1, start) // b is under load for LoadHold
 		a.tun.(*memtun.Device).Inject(udpPacket(addrA, addrB, 1, 100))
 		next(t, b.tun, 10*time.Second)
 		took := time.Since(start)

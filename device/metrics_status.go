@@ -106,9 +106,9 @@ func (d *Device) queueStats() QueueStats {
 		BatchesInUse:         ps.full.inUse(),
 		SmallBatches:         cap(ps.small.tokens),
 		SmallBatchesInUse:    ps.small.inUse(),
-		HandshakeQueue:       len(d.hsq.q),
-		HandshakeQueueCap:    cap(d.hsq.q),
-		HandshakePriority:    len(d.hsqPrio.q),
-		HandshakePriorityCap: cap(d.hsqPrio.q),
+		HandshakeQueue:       len(d.flood.hsq.q),
+		HandshakeQueueCap:    cap(d.flood.hsq.q),
+		HandshakePriority:    len(d.flood.hsqPrio.q),
+		HandshakePriorityCap: cap(d.flood.hsqPrio.q),
 	}
 }

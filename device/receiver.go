@@ -27,7 +27,7 @@ func (d *Device) receiver(fn conn.ReceiveFunc, paced bool) {
 	rb := d.getBatch()
 	var retry retryPolicy
 	pace := ratelimit.NewPacer(d.opts.handshakeReads, d.opts.handshakeReads/20)
-	answered := d.answered.Load()
+	answered := d.flood.answered.Load()
 	for rb != nil {
 		if rb = d.current(rb); rb == nil {
 			break
@@ -66,8 +66,8 @@ func (d *Device) receiver(fn conn.ReceiveFunc, paced bool) {
 		// pacing and shedding are for load that is not (see
 		// ratelimit.Yield).
 		load := false
-		if hs > 0 || d.shedding.Load() {
-			load = d.underLoad(now) && !d.yield.Productive(now)
+		if hs > 0 || d.flood.shedding.Load() {
+			load = d.underLoad(now) && !d.flood.yield.Productive(now)
 			d.shed(load)
 		}
 		if hs > 0 && load {
@@ -77,7 +77,7 @@ func (d *Device) receiver(fn conn.ReceiveFunc, paced bool) {
 			// reads back, so their retries are read rather than left to
 			// the kernel to drop. Only a peer's key makes an initiation
 			// that is answered.
-			if a := d.answered.Load(); a != answered {
+			if a := d.flood.answered.Load(); a != answered {
 				pace.Refund(int(min(a-answered, 1<<20)))
 				answered = a
 			}
@@ -102,15 +102,15 @@ func (d *Device) receiver(fn conn.ReceiveFunc, paced bool) {
 // as they see handshakes, and while shedding on every batch, so it ends
 // with the first batch after the load does.
 func (d *Device) shed(on bool) {
-	if d.shedding.Load() == on {
+	if d.flood.shedding.Load() == on {
 		return
 	}
-	d.shedMu.Lock()
-	defer d.shedMu.Unlock()
-	if d.shedding.Load() == on {
+	d.flood.shedMu.Lock()
+	defer d.flood.shedMu.Unlock()
+	if d.flood.shedding.Load() == on {
 		return
 	}
-	d.shedding.Store(on)
+	d.flood.shedding.Store(on)
 	if s, ok := d.bind.(conn.Shedder); ok {
 		s.Shed(on)
 	}
