@@ -58,9 +58,7 @@ func (v *hostView) get(now time.Time) *HostState {
 // subnet's broadcast address the policy did not know of.
 var udpDialer = net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 	var serr error
-	if err := c.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_BROADCAST, 0)
-	}); err != nil {
+	if err := c.Control(func(fd uintptr) { serr = noBroadcast(fd) }); err != nil {
 		return err
 	}
 	return serr
