@@ -24,7 +24,7 @@ const (
 	envConnectedSockets = "FIPS_GO_CONNECTED_SOCKETS" // cap on per-peer connected sockets; 0: none
 	envCPUProfile       = "FIPS_GO_CPUPROFILE"        // debugging: CPU profile to PATH.IFACE on exit
 	envMemProfile       = "FIPS_GO_MEMPROFILE"        // debugging: heap profile to PATH.IFACE on exit
-	envSandbox          = "FIPS_GO_SANDBOX"           // off: the interface daemon keeps root's privileges (debugging)
+	envSandbox          = "FIPS_GO_SANDBOX"           // off: no sandbox for the interface daemon or the rootless modes (debugging)
 )
 
 // settings are the switches, read and checked once at start: a value that
@@ -55,7 +55,7 @@ func readSettings(getenv func(string) string) (settings, error) {
 	default:
 		on, err := strconv.ParseBool(v)
 		if err != nil {
-			return s, fmt.Errorf("%s=%q: want off (or 0) to turn the daemon's sandbox off, on (or 1)", envSandbox, v)
+			return s, fmt.Errorf("%s=%q: want off (or 0) to turn the sandbox off, on (or 1)", envSandbox, v)
 		}
 		s.noSandbox = !on
 	}

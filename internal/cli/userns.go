@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 
 	"github.com/fips-go/fips-go/internal/rootless"
 	"github.com/fips-go/fips-go/ipc"
@@ -53,7 +54,8 @@ func runUserspaceCmd(o userspaceOptions, args []string) error {
 		return err
 	}
 	defer stopMetrics()
-	h := engineHandler(cmd.Engine)
+	var sb atomic.Pointer[string]
+	h := rootlessHandler{engineHandler(cmd.Engine), &sb}
 	if o.socketDir != "" {
 		l, err := listenUAPI(o, h)
 		if err != nil {
@@ -61,6 +63,9 @@ func runUserspaceCmd(o userspaceOptions, args []string) error {
 		}
 		defer l.Close()
 	}
+	// The namespace child exists (and starts the command, unrestricted,
+	// on Run): the sandbox applies to this process only.
+	sandboxRootless(o, cmd.ChildPid(), &sb)
 	code, err := cmd.Run(sigs)
 	if err != nil {
 		return fmt.Errorf("userns: start the command: %w", err)

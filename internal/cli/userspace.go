@@ -73,6 +73,9 @@ func userspaceCommand() *cli.Command {
 			if r, ok := ctx.Value(readyKey{}).(func([]net.Addr)); ok {
 				opts.ready = r
 			}
+			if ctx.Value(inProcessKey{}) != nil {
+				opts.settings.noSandbox = true
+			}
 			if c.Args().Len() > 0 {
 				if opts.netstackMode() {
 					return fmt.Errorf("userspace: --socks5, --http, -L, -R, --ping and --exit are netstack modes; they do not combine with -- CMD")
@@ -89,6 +92,11 @@ func userspaceCommand() *cli.Command {
 // readyKey carries a callback told the forwarders' local addresses once
 // they listen (tests use it to learn a port-0 address).
 type readyKey struct{}
+
+// inProcessKey marks a mode run inside a test's own process, which a
+// sandbox, once applied, could not leave: the sandbox stays off there
+// (the end-to-end tests run the binary with it on).
+type inProcessKey struct{}
 
 type userspaceOptions struct {
 	cfg        *device.Config
@@ -299,7 +307,9 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 		return err
 	}
 	defer tn.Close()
+	var sb atomic.Pointer[string]
 	if o.ping.IsValid() {
+		sandboxRootless(o, 0, &sb)
 		return pingThrough(ctx, tn.Net, o)
 	}
 	mo := metrics.Options{Interface: o.name, MaxPeers: o.metrics.maxPeers}
@@ -326,7 +336,7 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 	h := engineHandler(tn)
 	h.extra = showCounters(src)
 	if o.socketDir != "" {
-		l, err := listenUAPI(o, h)
+		l, err := listenUAPI(o, rootlessHandler{h, &sb})
 		if err != nil {
 			return err
 		}
@@ -346,6 +356,8 @@ func runUserspace(ctx context.Context, o userspaceOptions) error {
 	// device does.
 	defer svc.Close()
 	svcp.Store(svc)
+	// Every socket and listener of the mode exists now.
+	sandboxRootless(o, 0, &sb)
 	if o.ready != nil {
 		o.ready(svc.Addrs())
 	}

@@ -125,7 +125,7 @@ func TestUserspaceForward(t *testing.T) {
 
 // runUserspaceArgs runs the CLI with args and a readiness callback.
 func runUserspaceArgs(ctx context.Context, app *cli.Command, args []string, ready func([]net.Addr)) error {
-	return app.Run(context.WithValue(ctx, readyKey{}, ready), args)
+	return app.Run(context.WithValue(context.WithValue(ctx, readyKey{}, ready), inProcessKey{}, true), args)
 }
 
 // A wg-quick file without Address cannot run, and the error says what to add.

@@ -103,6 +103,10 @@ func (c *Command) Run(sigs <-chan os.Signal) (int, error) {
 	}
 }
 
+// ChildPid is the namespace child's process id: the process Run passes
+// signals on to.
+func (c *Command) ChildPid() int { return c.sess.Pid() }
+
 // Close ends the namespace (killing the command if it still runs) and the
 // device.
 func (c *Command) Close() {

@@ -281,6 +281,7 @@ type Status struct {
 	Seccomp     bool
 	Landlock    int      // ABI version enforced; 0: none
 	Scoped      bool     // Landlock's signal and abstract Unix socket scopes (ABI 6)
+	ScopedUnix  bool     // the abstract Unix socket scope alone (a rootless mode that signals its namespace child)
 	UnixSockets string   // "landlock" (confined, ABI 9), "refused" (seccomp), "" (open)
 	Problems    []string // what could not be applied, and why
 }
@@ -317,6 +318,8 @@ func (s Status) String() string {
 	}
 	if s.Scoped {
 		parts = append(parts, "scoped=signal,abstract_unix")
+	} else if s.ScopedUnix {
+		parts = append(parts, "scoped=abstract_unix")
 	}
 	if s.UnixSockets != "" {
 		parts = append(parts, "unix_sockets="+s.UnixSockets)

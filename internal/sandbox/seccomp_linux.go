@@ -138,6 +138,11 @@ func loadSeccomp(unixOK bool, pid int) error {
 	if err != nil {
 		return err
 	}
+	return loadFilters(p)
+}
+
+// loadFilters installs the guard and then p, on all threads.
+func loadFilters(p *seccomp.Policy) error {
 	info, err := arch.GetInfo("")
 	if err != nil {
 		return err

@@ -25,6 +25,7 @@ func (s *Session) Go() error              { return ErrUnavailable }
 func (s *Session) Signal(os.Signal) error { return ErrUnavailable }
 func (s *Session) Wait() int              { return 1 }
 func (s *Session) Abort()                 {}
+func (s *Session) Pid() int               { return 0 }
 
 // IsChild is false: there is no namespace child outside Linux.
 func IsChild() bool { return false }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,6 +26,14 @@ type Session struct {
 	cmd    *exec.Cmd
 	ctl    *net.UnixConn
 	resolv string // temporary resolv.conf to remove; "" for none
+
+	// Signals go to the child by pid (kill), not through its pidfd as
+	// os.Process sends them: the rootless sandbox lets kill reach this
+	// one pid and refuses pidfd_send_signal, which takes any process's
+	// /proc directory as well. exited, set once the child has exited and
+	// before it is reaped, keeps a reused pid from being signalled.
+	mu     sync.Mutex
+	exited bool // guarded by mu
 }
 
 // Start creates the namespaces and the TUN; the command waits for Go.
@@ -48,6 +57,13 @@ func Start(o Options) (*Session, error) {
 	if err := s.start(o, sp); err != nil {
 		s.cleanup()
 		return nil, err
+	}
+	// The child bind-mounted the resolv.conf before it sent the TUN: the
+	// file goes now, while the caller may still remove it (a sandboxed
+	// caller could not at the end).
+	if s.resolv != "" {
+		os.Remove(s.resolv)
+		s.resolv = ""
 	}
 	return s, nil
 }
@@ -162,12 +178,42 @@ func (s *Session) Go() error {
 	return err
 }
 
+// Pid is the child's process id, which signals go to.
+func (s *Session) Pid() int { return s.cmd.Process.Pid }
+
 // Signal passes sig on to the command.
-func (s *Session) Signal(sig os.Signal) error { return s.cmd.Process.Signal(sig) }
+func (s *Session) Signal(sig os.Signal) error {
+	n, ok := sig.(syscall.Signal)
+	if !ok {
+		return fmt.Errorf("userns: %v is not a Unix signal", sig)
+	}
+	return s.signal(n)
+}
+
+func (s *Session) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.exited {
+		return os.ErrProcessDone
+	}
+	return unix.Kill(s.cmd.Process.Pid, sig)
+}
+
+// waitExited waits until the child has exited, without reaping it, and
+// marks it so.
+func (s *Session) waitExited() {
+	var info unix.Siginfo
+	for unix.Waitid(unix.P_PID, s.cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+	}
+	s.mu.Lock()
+	s.exited = true
+	s.mu.Unlock()
+}
 
 // Wait waits for the command and returns its exit status as a shell
 // reports it (128+N for signal N).
 func (s *Session) Wait() int {
+	s.waitExited()
 	err := s.cmd.Wait()
 	s.cleanup()
 	return exitCode(s.cmd.ProcessState, err)
@@ -175,7 +221,8 @@ func (s *Session) Wait() int {
 
 // Abort ends the namespace before or instead of Go.
 func (s *Session) Abort() {
-	s.cmd.Process.Kill()
+	s.signal(unix.SIGKILL)
+	s.waitExited()
 	s.cmd.Wait()
 	s.cleanup()
 }
