@@ -108,6 +108,18 @@ func (p *Params) Type(typ uint32) uint32 {
 	return typ
 }
 
+// StandardType maps a received type word back to its standard type; false
+// when the word is no configured type (a standard type that a configured
+// one replaces included).
+func (p *Params) StandardType(w uint32) (uint32, bool) {
+	for t := uint32(1); t <= 4; t++ {
+		if w == p.Type(t) {
+			return t, true
+		}
+	}
+	return 0, false
+}
+
 // Padding is how many random bytes precede a message of standard type typ.
 func (p *Params) Padding(typ uint32) int {
 	switch typ {
