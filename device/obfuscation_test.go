@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/fips-go/fips-go/conn/membind"
@@ -189,4 +190,32 @@ func TestInvalidObfuscationChangesNothing(t *testing.T) {
 	if st := a.dev.Status(); st.Obfuscation != (Obfuscation{}) {
 		t.Fatalf("standard types shown as %+v, want off", st.Obfuscation)
 	}
+}
+
+// Under load, the cookie round trip works obfuscated: the reply carries
+// H3, and the retry's MAC2 (over the initiation with H1 in it) is accepted.
+func TestObfuscatedCookieReply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		o := awgSample
+		a, b, w := obfsPair(t, &o, &o)
+		b.dev.flood.anonTime = nil // the cookie path
+		b.dev.flood.load.Observe(1, 1, time.Now())
+		a.tun.(*memtun.Device).Inject(udpPacket(addrA, addrB, 1, 100))
+		next(t, b.tun, 10*time.Second)
+		if c := counter(b.dev.Status(), "cookie_replies_sent"); c != 1 {
+			t.Fatalf("b sent %d cookie replies, want 1", c)
+		}
+		if c := counter(a.dev.Status(), "rx_cookie_replies"); c != 1 {
+			t.Fatalf("a took %d cookie replies, want 1", c)
+		}
+		replies := 0
+		for _, m := range w.snapshot() {
+			if m.from == b.ep && len(m.data) == noise.CookieReplySize && le32(m.data) == o.H3 {
+				replies++
+			}
+		}
+		if replies != 1 {
+			t.Fatalf("%d cookie replies with H3 on the wire, want 1", replies)
+		}
+	})
 }
