@@ -20,6 +20,9 @@ var ErrPortInUse = errors.New("device: listen port unavailable")
 
 // validate checks a whole Config before any of it is applied.
 func validate(cfg *Config) error {
+	if err := validateObfuscation(cfg.Obfuscation); err != nil {
+		return err
+	}
 	for i := range cfg.Peers {
 		pc := &cfg.Peers[i]
 		if pc.PublicKey.IsZero() {
@@ -78,6 +81,9 @@ func (d *Device) Apply(cfg *Config) (err error) {
 	}
 	if cfg.PrivateKey != nil {
 		d.setPrivateKeyLocked(*cfg.PrivateKey)
+	}
+	if cfg.Obfuscation != nil {
+		d.setObfuscation(cfg.Obfuscation)
 	}
 	if cfg.ReplacePeers {
 		d.removeAllPeersLocked()
@@ -274,6 +280,7 @@ func (d *Device) Status() Status {
 	for i, p := range peers {
 		st.Peers = append(st.Peers, p.status(aips[i]))
 	}
+	st.Obfuscation = d.obfuscationStatus()
 	st.Counters = d.counterSnapshot()
 	return st
 }

@@ -17,6 +17,8 @@ type Config struct {
 	FwMark       *uint32 // 0 removes the mark
 	ReplacePeers bool
 	Peers        []PeerConfig
+	// Obfuscation, when set, replaces the AmneziaWG parameters whole.
+	Obfuscation *Obfuscation
 }
 
 // PeerConfig changes one peer, identified by its public key.
@@ -49,7 +51,9 @@ type Status struct {
 	PublicKey  noise.PublicKey  // zero when unset
 	ListenPort uint16
 	FwMark     uint32
-	Peers      []PeerStatus
+	// Obfuscation is zero when off.
+	Obfuscation Obfuscation
+	Peers       []PeerStatus
 	// Counters are fips-go's own counters (drops by reason, handshakes,
 	// offload fallbacks), in a stable order, name then value.
 	Counters []Counter

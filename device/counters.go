@@ -49,6 +49,7 @@ const (
 	cRxPackets
 	cTxTUNReads
 	cTxTUNReadBytes
+	cRxObfsDropped
 	numCounters
 )
 
@@ -95,6 +96,7 @@ var counterNames = [numCounters]string{
 	cRxPackets:                    "rx_packets",
 	cTxTUNReads:                   "tx_tun_reads",
 	cTxTUNReadBytes:               "tx_tun_read_bytes",
+	cRxObfsDropped:                "rx_drop_obfuscation",
 }
 
 // counters is the device's set; each is cumulative and updated atomically.

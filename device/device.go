@@ -13,6 +13,7 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device/internal/allowedips"
+	"github.com/fips-go/fips-go/device/internal/obfs"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/device/timers"
 	"github.com/fips-go/fips-go/internal/hist"
@@ -69,6 +70,7 @@ type Device struct {
 
 	static  atomic.Pointer[noise.Static] // nil: no private key
 	checker atomic.Pointer[noise.CookieChecker]
+	obfs    atomic.Pointer[obfs.Params] // nil: off (see Obfuscation)
 
 	peersMu sync.RWMutex // guards peers
 	peers   map[noise.PublicKey]*Peer

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device/internal/obfs"
 	"github.com/fips-go/fips-go/device/internal/ratelimit"
 	"github.com/fips-go/fips-go/device/noise"
 )
@@ -33,8 +34,14 @@ const (
 // queueHandshake copies a handshake message to the handshake workers, or
 // drops it when it fails triage or its queue is full.
 func (d *Device) queueHandshake(msg []byte, ep conn.Endpoint) {
+	d.queueHandshakeAs(noise.PeekType(msg), msg, ep)
+}
+
+// queueHandshakeAs is queueHandshake for a message of standard type typ,
+// whose type word may be an obfuscated one.
+func (d *Device) queueHandshakeAs(typ uint32, msg []byte, ep conn.Endpoint) {
 	want := 0
-	switch noise.PeekType(msg) {
+	switch typ {
 	case noise.TypeInitiation:
 		want = noise.InitiationSize
 	case noise.TypeResponse:
@@ -47,7 +54,7 @@ func (d *Device) queueHandshake(msg []byte, ep conn.Endpoint) {
 		return
 	}
 	now := d.now()
-	q, drop, slot := d.triage(noise.PeekType(msg), msg, ep, now)
+	q, drop, slot := d.triage(typ, msg, ep, now)
 	if q == nil {
 		d.ctr.inc(drop)
 		return
@@ -148,8 +155,13 @@ const knownUnprovenTime = 20 * time.Millisecond
 func (d *Device) handleHandshake(m *hsMsg, out *replies) {
 	msg, ep := m.buf[:m.n], m.ep
 	now := d.now()
-	typ := noise.PeekType(msg)
+	typ, ok := d.standardType(noise.PeekType(msg))
+	if !ok {
+		d.ctr.inc(cRxObfsDropped)
+		return
+	}
 	if typ == noise.TypeCookieReply {
+		obfs.Standard(msg, typ)
 		d.handleCookieReply(msg, now)
 		return
 	}
@@ -201,6 +213,8 @@ func (d *Device) handleHandshake(m *hsMsg, out *replies) {
 			return
 		}
 	}
+	// The MACs are checked: the parsers get the standard type word.
+	obfs.Standard(msg, typ)
 	switch typ {
 	case noise.TypeInitiation:
 		d.ctr.inc(cHandshakeInitiationsReceived)
@@ -241,6 +255,9 @@ func (d *Device) queueCookieReply(checker *noise.CookieChecker, msg []byte, ep c
 		return
 	}
 	out.bufs[out.n] = reply.AppendTo(out.msgs[out.n][:0])
+	if ob := d.obfs.Load(); ob != nil {
+		ob.SetType(out.bufs[out.n], noise.TypeCookieReply)
+	}
 	out.eps[out.n] = ep
 	out.n++
 }
@@ -298,7 +315,7 @@ func (d *Device) handleInitiation(msg []byte, ep conn.Endpoint, now time.Time) b
 		d.ctr.inc(cRxHandshakeRejected)
 		return false
 	}
-	var out [noise.ResponseSize]byte
+	var out [obfs.MaxDatagram]byte
 	resp, ok := p.answerInitiation(&info, now, out[:0])
 	if !ok {
 		d.ctr.inc(cRxHandshakeRejected)
@@ -343,13 +360,18 @@ func (p *Peer) answerInitiation(info *noise.InitiationInfo, now time.Time, out [
 		d.index.Delete(idx)
 		return nil, false
 	}
+	out, msg, err := wrapHandshake(d.obfs.Load(), noise.TypeResponse, out, d.opts.Rand, resp.AppendTo)
+	if err != nil {
+		d.index.Delete(idx)
+		nkp.Wipe()
+		return nil, false
+	}
 	p.installLocked(nkp, idx)
 	p.timers.SessionDerived(now)
 	p.timers.AuthenticatedSent(now)
 	p.timers.AuthenticatedTraversal(now)
 	p.rescheduleLocked()
-	out = resp.AppendTo(out)
-	p.cookies.AddMACs(out, now)
+	p.cookies.AddMACs(msg, now)
 	return out, true
 }
 
@@ -452,16 +474,23 @@ func (p *Peer) initiateAttempt(now time.Time, retry, byCookie bool) {
 		p.mu.Unlock()
 		return
 	}
+	ob := d.obfs.Load()
+	out, msg, err := wrapHandshake(ob, noise.TypeInitiation, nil, d.opts.Rand, init.AppendTo)
+	if err != nil {
+		d.index.Delete(idx)
+		p.mu.Unlock()
+		return
+	}
 	p.hsIndex = idx
 	p.lastInitAt = now
 	p.initByCookie = byCookie
-	out := init.AppendTo(make([]byte, 0, noise.InitiationSize))
-	p.cookies.AddMACs(out, now)
+	p.cookies.AddMACs(msg, now)
 	p.timers.HandshakeInitiated(now, jitter())
 	p.timers.AuthenticatedSent(now)
 	p.timers.AuthenticatedTraversal(now)
 	p.rescheduleLocked()
 	p.mu.Unlock()
+	d.sendJunk(ob, ep)
 	p.txBytes.Add(uint64(len(out)))
 	if err := d.bind.Send([][]byte{out}, ep); err == nil {
 		d.ctr.inc(cHandshakeInitiationsSent)

@@ -16,10 +16,16 @@ import (
 func (d *Device) routeInbound(rb *batch, n int) *batch {
 	var first *keypair
 	mixed := false
+	ob := d.obfs.Load()
 	for i := 0; i < n; i++ {
-		msg := rb.bufs[i][:rb.sizes[i]]
 		rb.kps[i] = nil
-		switch noise.PeekType(msg) {
+		typ, msg, ok := unwrap(ob, rb.bufs[i][:rb.sizes[i]])
+		if !ok {
+			d.ctr.inc(cRxObfsDropped)
+			mixed = true
+			continue
+		}
+		switch typ {
 		case noise.TypeTransport:
 			if len(msg) < noise.TransportOverhead {
 				d.ctr.inc(cRxGarbage)
@@ -39,7 +45,7 @@ func (d *Device) routeInbound(rb *batch, n int) *batch {
 				mixed = true
 			}
 		case noise.TypeInitiation, noise.TypeResponse, noise.TypeCookieReply:
-			d.queueHandshake(msg, rb.eps[i])
+			d.queueHandshakeAs(typ, msg, rb.eps[i])
 			mixed = true
 		default:
 			d.ctr.inc(cRxGarbage)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device/internal/obfs"
 	"github.com/fips-go/fips-go/device/internal/ratelimit"
 	"github.com/fips-go/fips-go/device/noise"
 )
@@ -60,7 +61,7 @@ func (d *Device) receiver(fn conn.ReceiveFunc, paced bool) {
 			rb = d.routeInbound(rb, n)
 			continue
 		}
-		hs := countHandshakes(rb, n)
+		hs := countHandshakes(rb, n, d.obfs.Load())
 		rb = d.routeInbound(rb, n)
 		// Load that is being answered (a restart storm) is read in full:
 		// pacing and shedding are for load that is not (see
@@ -128,10 +129,17 @@ func (d *Device) receiveRetry(retry *retryPolicy, err error) time.Duration {
 
 // countHandshakes is how many of rb's first n datagrams are not transport
 // data: what a handshake flood sends.
-func countHandshakes(rb *batch, n int) int {
+func countHandshakes(rb *batch, n int, ob *obfs.Params) int {
 	c := 0
 	for i := range n {
-		if noise.PeekType(rb.bufs[i][:rb.sizes[i]]) != noise.TypeTransport {
+		msg := rb.bufs[i][:rb.sizes[i]]
+		if ob != nil {
+			if typ, _, ok := ob.Classify(msg); !ok || typ != noise.TypeTransport {
+				c++
+			}
+			continue
+		}
+		if noise.PeekType(msg) != noise.TypeTransport {
 			c++
 		}
 	}

@@ -1,6 +1,7 @@
 package device
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"time"
 
@@ -313,6 +314,7 @@ func (p *Peer) sendKeepalive(now time.Time) {
 func (d *Device) seal(b *batch) {
 	kp := b.sendKP
 	mtu := int(d.mtu.Load())
+	typ := d.transportType()
 	dropped := 0
 	b.peer.aqmOutbound(b, d.now())
 	for i := 0; i < b.n; i++ {
@@ -332,6 +334,9 @@ func (d *Device) seal(b *batch) {
 		}
 		clear(buf[stagedFrom+size : stagedFrom+padded])
 		noise.PutTransportHeader(buf[:noise.TransportHeaderSize], kp.RemoteIndex, b.counters[i])
+		if typ != noise.TypeTransport {
+			binary.LittleEndian.PutUint32(buf, typ)
+		}
 		out := kp.Seal(&b.nonce, buf[stagedFrom:stagedFrom], b.counters[i], buf[stagedFrom:stagedFrom+padded])
 		if len(out) != padded+noise.TagSize {
 			dropped++

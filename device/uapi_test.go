@@ -31,6 +31,9 @@ func newDevice(tb testing.TB) *device.Device {
 // and leaves the real device's configuration byte for byte as it was.
 func TestBadRequestsLeaveDeviceUnchanged(t *testing.T) {
 	ipctest.RunBadRequests(t, newDevice(t))
+	t.Run("device", func(t *testing.T) {
+		ipctest.RunRequests(t, newDevice(t), ipctest.DeviceBadRequests, ipctest.SeedObfuscation)
+	})
 }
 
 // setRequest is a set=1 body configuring n peers with two allowed IPs each.

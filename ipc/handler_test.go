@@ -49,6 +49,9 @@ func (h *mapHandler) Apply(cfg *device.Config) error {
 	if cfg.FwMark != nil {
 		st.FwMark = *cfg.FwMark
 	}
+	if cfg.Obfuscation != nil {
+		st.Obfuscation = *cfg.Obfuscation
+	}
 	if cfg.ReplacePeers {
 		st.Peers = nil
 	}

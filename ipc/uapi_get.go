@@ -18,6 +18,7 @@ import (
 //	private_key=<hex>               omitted when no key is set
 //	listen_port=<port>
 //	fwmark=<mark>                   omitted when 0
+//	jc=<n> .. h4=<n>                obfuscation (see obfsKeys), each omitted when 0
 //	public_key=<hex>                starts a peer
 //	preshared_key=<hex>             all zeros when none
 //	protocol_version=1
@@ -48,6 +49,7 @@ func WriteGet(w io.Writer, st device.Status) error {
 	if st.FwMark != 0 {
 		b = appendUint(b, "fwmark", uint64(st.FwMark))
 	}
+	b = appendObfs(b, st.Obfuscation, false)
 	for i := range st.Peers {
 		b = appendPeerStatus(b, &st.Peers[i])
 		if len(b) >= flushAt {
@@ -222,6 +224,11 @@ func (g *getParser) deviceKV(k, v []byte) error {
 		n, err := parseDecimal(v, 32)
 		g.st.FwMark = uint32(n)
 		return err
+	default:
+		if isObfsKey(string(k)) {
+			o := &g.st.Obfuscation
+			return setObfsKey(&o, string(k), string(v))
+		}
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ const DefaultMaxRequest = 16 << 20
 //	listen_port=<0..65535>
 //	fwmark=<0..4294967295>        0 removes the mark
 //	replace_peers=true
+//	jc=<n> .. h4=<n>              AmneziaWG obfuscation (see obfsKeys)
 //	public_key=<64 hex>           starts a peer section
 //	remove=true                   peer section
 //	update_only=true
@@ -168,6 +169,12 @@ func (p *setParser) deviceLine(k, v []byte) *Error {
 		}
 		p.cfg.ReplacePeers = true
 	default:
+		if isObfsKey(string(k)) {
+			if err := setObfsKey(&p.cfg.Obfuscation, string(k), string(v)); err != nil {
+				return wrapError(ErrnoInvalid, err, "%s", k)
+			}
+			return nil
+		}
 		return errorf(ErrnoInvalid, "%q is not a device key (peer keys must follow a public_key line)", truncate(k))
 	}
 	return nil
@@ -354,6 +361,9 @@ func WriteSet(w io.Writer, cfg *device.Config) error {
 	}
 	if cfg.FwMark != nil {
 		b = appendUint(b, "fwmark", uint64(*cfg.FwMark))
+	}
+	if cfg.Obfuscation != nil {
+		b = appendObfs(b, *cfg.Obfuscation, true)
 	}
 	if cfg.ReplacePeers {
 		b = append(b, "replace_peers=true\n"...)

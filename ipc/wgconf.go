@@ -207,6 +207,12 @@ func (p *confParser) interfaceKey(key, value string) error {
 		}
 		p.cfg.FwMark = &m
 	default:
+		if k := strings.ToLower(key); isObfsKey(k) {
+			if err := setObfsKey(&p.cfg.Obfuscation, k, value); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+			return nil
+		}
 		if isQuickKey(key) {
 			return fmt.Errorf("%s is a wg-quick key, not a wg one (strip wg-quick keys first)", key)
 		}
@@ -368,6 +374,7 @@ func FormatConfig(st device.Status) string {
 	if st.FwMark != 0 {
 		fmt.Fprintf(&b, "FwMark = 0x%x\n", st.FwMark)
 	}
+	formatObfs(&b, st.Obfuscation)
 	if !st.PrivateKey.IsZero() {
 		fmt.Fprintf(&b, "PrivateKey = %s\n", st.PrivateKey.Base64())
 	}

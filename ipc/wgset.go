@@ -12,6 +12,7 @@ import (
 // ParseSetArgs parses the arguments of `wg set IFACE ...` (without IFACE):
 //
 //	[listen-port P] [fwmark M|off] [private-key FILE]
+//	[jc N] [jmin N] [jmax N] [s1 N] [s2 N] [h1 N] [h2 N] [h3 N] [h4 N]
 //	[peer KEY [remove] [preshared-key FILE] [endpoint HOST:PORT]
 //	          [persistent-keepalive N|off] [allowed-ips A/B[,C/D]...]]...
 //
@@ -69,6 +70,8 @@ func setArgAllowed(arg string, inPeer bool) bool {
 		return true
 	case "listen-port", "fwmark", "private-key":
 		return !inPeer
+	case "jc", "jmin", "jmax", "s1", "s2", "h1", "h2", "h3", "h4":
+		return !inPeer
 	case "preshared-key", "endpoint", "persistent-keepalive", "allowed-ips":
 		return inPeer
 	}
@@ -96,6 +99,8 @@ func setDeviceArg(cfg *device.Config, arg, v string, readFile func(string) ([]by
 		}
 		pk := noise.PrivateKey(k)
 		cfg.PrivateKey = &pk
+	default:
+		return setObfsKey(&cfg.Obfuscation, arg, v)
 	}
 	return nil
 }

@@ -128,9 +128,37 @@ var BadRequests = []BadRequest{
 	bad("remove then a bad line", set("public_key="+PeerKey1, "remove=true", "public_key="+PeerKey2, "allowed_ip=bad"), einval),
 	bad("bad line after a removed peer", set("public_key="+PeerKey1, "remove=true", "allowed_ip=bad"), einval),
 	bad("line too long", set("public_key="+PeerKey1, "endpoint="+strings.Repeat("1", ipc.MaxLine)), eproto),
+	bad("jc not a number", set("jc=four"), einval),
+	bad("jc hex", set("jc=0x4"), einval),
+	bad("h1 too big", set("h1=4294967296"), einval),
+	bad("h1 negative", set("h1=-5"), einval),
+	bad("s1 empty", set("s1="), einval),
+	bad("jc in peer section", peer("jc=4"), einval),
+	bad("obfuscation then a bad line", set("jc=9", "h1=77", "listen_port=99999"), einval),
 	badEOF("no empty line before EOF", "set=1\nlisten_port=1\n", eproto),
 	badEOF("EOF mid-line", "set=1\nlisten_port=1", eproto),
 	bad("request over the size limit", set("public_key="+PeerKey1, manyAllowedIPs(MaxRequest/20)), emsgsize),
+}
+
+// SeedObfuscation sets AmneziaWG obfuscation, for handlers that know it:
+// DeviceBadRequests run after it, so that they have it to damage.
+const SeedObfuscation = "set=1\njc=4\njmin=40\njmax=70\ns1=52\ns2=37\n" +
+	"h1=1234567891\nh2=1234567892\nh3=1234567893\nh4=1234567894\n\n"
+
+// DeviceBadRequests are refused by the device's validation of the whole
+// request (device.Config), not by the parser: run them against a device.
+var DeviceBadRequests = []BadRequest{
+	bad("jmin above jmax", set("jc=4", "jmin=70", "jmax=40"), einval),
+	bad("jmax above 1280", set("jc=4", "jmin=40", "jmax=1281"), einval),
+	bad("jc negative", set("jc=-1"), einval),
+	bad("jc above 128", set("jc=129"), einval),
+	bad("s1 too large", set("s1=1133"), einval),
+	bad("s2 too large", set("s2=1189"), einval),
+	bad("padded handshakes of one size", set("s1=10", "s2=66"), einval),
+	bad("h values equal", set("h1=100", "h2=100"), einval),
+	bad("h1 a standard type", set("h1=2"), einval),
+	bad("h4 equal to the standard type h1 keeps", set("h4=1"), einval),
+	bad("valid keys, then an invalid combination", set("private_key="+otherKey, "listen_port=4242", "jc=4", "jmin=9", "jmax=8"), einval),
 }
 
 func bad(name, req string, errno int64) BadRequest {

@@ -27,11 +27,23 @@ const replyTimeout = 10 * time.Second
 // traffic, no handshakes).
 func RunBadRequests(t *testing.T, h ipc.Handler) {
 	t.Helper()
+	RunRequests(t, h, BadRequests)
+}
+
+// RunRequests is RunBadRequests with the given requests, and after Seed
+// the further seed requests given.
+func RunRequests(t *testing.T, h ipc.Handler, reqs []BadRequest, seeds ...string) {
+	t.Helper()
 	l := serve(t, h)
 	if errno := send(t, l.Path(), Seed, false); errno != 0 {
 		t.Fatalf("seed configuration refused: errno %d", errno)
 	}
-	for _, br := range BadRequests {
+	for _, seed := range seeds {
+		if errno := send(t, l.Path(), seed, false); errno != 0 {
+			t.Fatalf("seed %q refused: errno %d", seed, errno)
+		}
+	}
+	for _, br := range reqs {
 		t.Run(br.Name, func(t *testing.T) {
 			before := snapshot(t, h)
 			errno := send(t, l.Path(), br.Request, br.HalfClose)

@@ -53,6 +53,7 @@ func FormatShow(w io.Writer, iface string, st device.Status, opts ShowOptions) e
 	if st.FwMark != 0 {
 		fmt.Fprintf(bw, "  fwmark: 0x%x\n", st.FwMark)
 	}
+	showObfuscation(bw, st.Obfuscation)
 	if opts.Sandbox != "" {
 		fmt.Fprintf(bw, "  sandbox: %s\n", opts.Sandbox)
 	}

@@ -17,6 +17,7 @@ const (
 	binFipsGo       = "fips-go"
 	binFipsGoTimers = "fips-go-testtimers"
 	binWireguardGo  = "wireguard-go"
+	binAmneziaWG    = "amneziawg-go"
 )
 
 var (
@@ -70,6 +71,9 @@ func build(name string) buildResult {
 			abs, err := filepath.Abs(p)
 			return buildResult{path: abs, err: err}
 		}
+	}
+	if name == binAmneziaWG {
+		return buildAmneziaWG()
 	}
 	root, err := filepath.Abs("../..")
 	if err != nil {

@@ -90,11 +90,16 @@ type pairOpts struct {
 	onlyAKnows, onlyBKnows bool
 	keepaliveA, keepaliveB int
 	noV6Overlay            bool // IPv4 overlay only, IPv6 off on the tunnel
+	// obfsA and obfsB are `fips-go set IFACE` arguments (jc 4 ...) given
+	// before the peers are configured.
+	obfsA, obfsB []string
+	routed       bool // A and B meet through a router namespace (IPv4 underlay)
 }
 
 type pair struct {
-	a, b *node
-	link *veth
+	a, b   *node
+	link   *veth
+	router *netns // when routed
 }
 
 const overlayPort = 51820
@@ -118,8 +123,14 @@ func newPair(t testing.TB, o pairOpts) *pair {
 		o.toolB = "wg"
 	}
 	nsA, nsB := newNetns(t), newNetns(t)
-	v := connect(t, nsA, nsB, 1, o.underlayMTU)
-	v.underlayV6 = o.underlayV6
+	var v *veth
+	var router *netns
+	if o.routed {
+		v, router = routedLink(t, nsA, nsB)
+	} else {
+		v = connect(t, nsA, nsB, 1, o.underlayMTU)
+		v.underlayV6 = o.underlayV6
+	}
 	a := startNode(t, nsA, o.implA, netnstest.UniqueName("fwgA"))
 	b := startNode(t, nsB, o.implB, netnstest.UniqueName("fwgB"))
 	a.port, b.port = overlayPort, overlayPort+1
@@ -135,9 +146,15 @@ func newPair(t testing.TB, o pairOpts) *pair {
 	if !o.onlyAKnows {
 		epB.endpoint = netip.AddrPortFrom(v.addrA(), uint16(a.port))
 	}
+	if len(o.obfsA) > 0 {
+		a.fipsctl(append([]string{"set", a.iface}, o.obfsA...)...)
+	}
+	if len(o.obfsB) > 0 {
+		b.fipsctl(append([]string{"set", b.iface}, o.obfsB...)...)
+	}
 	a.configure(o.toolA, b, epA)
 	b.configure(o.toolB, a, epB)
 	a.up(o.tunMTU)
 	b.up(o.tunMTU)
-	return &pair{a: a, b: b, link: v}
+	return &pair{a: a, b: b, link: v, router: router}
 }

@@ -1,0 +1,105 @@
+package ipc_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/ipc"
+)
+
+var awgParams = device.Obfuscation{Jc: 4, Jmin: 40, Jmax: 70, S1: 52, S2: 37,
+	H1: 1234567891, H2: 1234567892, H3: 1234567893, H4: 1234567894}
+
+const awgLines = "jc=4\njmin=40\njmax=70\ns1=52\ns2=37\nh1=1234567891\nh2=1234567892\nh3=1234567893\nh4=1234567894\n"
+
+func TestParseSetObfuscation(t *testing.T) {
+	cfg := mustParseSet(t, awgLines+"\n")
+	if cfg.Obfuscation == nil || *cfg.Obfuscation != awgParams {
+		t.Fatalf("got %+v", cfg.Obfuscation)
+	}
+	// One key replaces all nine, as in amneziawg-go.
+	cfg = mustParseSet(t, "jc=3\n\n")
+	if cfg.Obfuscation == nil || *cfg.Obfuscation != (device.Obfuscation{Jc: 3}) {
+		t.Fatalf("jc alone: got %+v", cfg.Obfuscation)
+	}
+	// None leaves them alone.
+	if cfg := mustParseSet(t, "listen_port=1\n\n"); cfg.Obfuscation != nil {
+		t.Fatalf("no key: got %+v", cfg.Obfuscation)
+	}
+	// Written back, the request means the same.
+	var b bytes.Buffer
+	if err := ipc.WriteSet(&b, &device.Config{Obfuscation: &awgParams}); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != awgLines+"\n" {
+		t.Fatalf("WriteSet wrote\n%s", b.String())
+	}
+}
+
+// get=1 shows the keys that are set, after fwmark, as amneziawg-go does;
+// the client reads them back.
+func TestGetObfuscation(t *testing.T) {
+	st := device.Status{ListenPort: 51820, Obfuscation: device.Obfuscation{Jc: 4, H4: 77}}
+	var b bytes.Buffer
+	if err := ipc.WriteGet(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.String(), "listen_port=51820\njc=4\nh4=77\n"; got != want {
+		t.Fatalf("WriteGet wrote %q, want %q", got, want)
+	}
+	_, dir := startServer(t, &mapHandler{st: device.Status{Obfuscation: awgParams}}, ipc.ServeOptions{})
+	got, err := dial(t, dir).Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Obfuscation != awgParams {
+		t.Fatalf("client read %+v", got.Obfuscation)
+	}
+}
+
+func TestConfigFileObfuscation(t *testing.T) {
+	cfg := parseConf(t, "[Interface]\nPrivateKey = "+b64(1)+"\nJc = 4\njmin=40\nJMAX = 70\nS1 = 52\nS2 = 37\n"+
+		"H1 = 1234567891\nH2 = 1234567892\nH3 = 1234567893\nH4 = 1234567894\n")
+	if cfg.Obfuscation == nil || *cfg.Obfuscation != awgParams {
+		t.Fatalf("got %+v", cfg.Obfuscation)
+	}
+	// setconf without the keys leaves them as they are (awg's meaning),
+	// so that the request still suits a stock wireguard-go.
+	if cfg := parseConf(t, "[Interface]\nPrivateKey = "+b64(1)+"\n"); cfg.Obfuscation != nil {
+		t.Fatalf("no keys: got %+v", cfg.Obfuscation)
+	}
+	if _, _, err := ipc.ParseConfigFile(strings.NewReader("[Interface]\nJc = many\n"), "x.conf", nil); err == nil || !strings.Contains(err.Error(), "Jc") {
+		t.Fatalf("bad Jc: %v", err)
+	}
+	if _, _, err := ipc.ParseConfigFile(strings.NewReader("[Peer]\nJc = 4\n"), "x.conf", nil); err == nil {
+		t.Fatal("Jc in [Peer] accepted")
+	}
+	text := ipc.FormatConfig(device.Status{Obfuscation: awgParams})
+	for _, line := range []string{"Jc = 4\n", "Jmin = 40\n", "Jmax = 70\n", "S1 = 52\n", "S2 = 37\n", "H1 = 1234567891\n", "H4 = 1234567894\n"} {
+		if !strings.Contains(text, line) {
+			t.Errorf("showconf lacks %q:\n%s", line, text)
+		}
+	}
+	back := parseConf(t, text)
+	if back.Obfuscation == nil || *back.Obfuscation != awgParams {
+		t.Fatalf("showconf does not read back: %+v", back.Obfuscation)
+	}
+}
+
+func TestSetArgsObfuscation(t *testing.T) {
+	cfg, err := ipc.ParseSetArgs([]string{"jc", "4", "h1", "99", "listen-port", "1"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Obfuscation == nil || *cfg.Obfuscation != (device.Obfuscation{Jc: 4, H1: 99}) {
+		t.Fatalf("got %+v", cfg.Obfuscation)
+	}
+	if _, err := ipc.ParseSetArgs([]string{"peer", b64(2), "jc", "4"}, nil, nil); err == nil {
+		t.Fatal("jc after peer accepted")
+	}
+	if _, err := ipc.ParseSetArgs([]string{"h2", "x"}, nil, nil); err == nil {
+		t.Fatal("h2 x accepted")
+	}
+}
