@@ -49,6 +49,9 @@ const (
 	cRxPackets
 	cTxTUNReads
 	cTxTUNReadBytes
+	cTxPMTUSignals
+	cTxMSSClamped
+	cRxMSSClamped
 	numCounters
 )
 
@@ -95,6 +98,9 @@ var counterNames = [numCounters]string{
 	cRxPackets:                    "rx_packets",
 	cTxTUNReads:                   "tx_tun_reads",
 	cTxTUNReadBytes:               "tx_tun_read_bytes",
+	cTxPMTUSignals:                "tx_pmtu_icmp_sent",
+	cTxMSSClamped:                 "tx_mss_clamped",
+	cRxMSSClamped:                 "rx_mss_clamped",
 }
 
 // counters is the device's set; each is cumulative and updated atomically.
