@@ -26,7 +26,7 @@ type PeerStats struct {
 	// PathMTU is the largest datagram the path to the peer's endpoint is
 	// known to carry (0: unknown) and PathMTUSource how it was learned.
 	PathMTU       int
-	PathMTUSource PMTUSource
+	PathMTUSource string // "kernel" or "probe"; "unknown" with PathMTU 0
 }
 
 // QueueStats are the device's queues and pools as a scrape sees them.
@@ -90,7 +90,7 @@ func (d *Device) Stats(maxPeers int) Stats {
 		}
 		ps := PeerStats{PublicKey: p.pub, RxBytes: rx, TxBytes: tx, TxQueued: queued,
 			KeepalivesSent: p.keepalives.Load(), EndpointChanges: p.epChanges.Load(),
-			PathMTU: int(p.pmtu.path.Load()), PathMTUSource: PMTUSource(p.pmtu.source.Load())}
+			PathMTU: int(p.pmtu.path.Load()), PathMTUSource: pmtuSource(p.pmtu.source.Load()).String()}
 		if ep, ok := p.endpoint(); ok {
 			ps.Endpoint = ep.Dst
 		}

@@ -16,20 +16,20 @@ import (
 // path MTU is unknown is treated as today: full-size packets leave and the
 // kernel fragments their datagrams.
 
-// PMTUSource says how a peer's path MTU was learned.
-type PMTUSource uint32
+// pmtuSource says how a peer's path MTU was learned.
+type pmtuSource uint32
 
 const (
-	PMTUUnknown PMTUSource = iota // no path MTU: nothing is clamped
-	PMTUKernel                    // the kernel's route MTU for the peer's connected socket (local link, ICMP)
-	PMTUProbe                     // confirmed by padded probes the peer answered
+	pmtuUnknown pmtuSource = iota // no path MTU: nothing is clamped
+	pmtuKernel                    // the kernel's route MTU for the peer's connected socket (local link, ICMP)
+	pmtuProbe                     // confirmed by padded probes the peer answered
 )
 
-func (s PMTUSource) String() string {
+func (s pmtuSource) String() string {
 	switch s {
-	case PMTUKernel:
+	case pmtuKernel:
 		return "kernel"
-	case PMTUProbe:
+	case pmtuProbe:
 		return "probe"
 	}
 	return "unknown"
@@ -88,9 +88,9 @@ func (p *Peer) refreshPMTU(now time.Time) {
 // of the kernel's figure and the probes'. Logged when it changes.
 func (p *Peer) setPathMTU(dst netip.AddrPort) {
 	st := &p.pmtu
-	path, src := int(st.kernel.Load()), PMTUKernel
+	path, src := int(st.kernel.Load()), pmtuKernel
 	if path == 0 {
-		src = PMTUUnknown
+		src = pmtuUnknown
 	}
 	v6 := dst.Addr().Is6() && !dst.Addr().Is4In6()
 	inner := pmtu.InnerMTU(path, v6)

@@ -53,7 +53,7 @@ func mssOption(pkt []byte) int {
 func TestPMTUTooBigAnswered(t *testing.T) {
 	a, b := memPair(t, membind.NetOptions{})
 	pinPMTU(t, a, b, 1280)
-	if ps := a.dev.Stats(10).PeerStats; len(ps) != 1 || ps[0].PathMTU != 1280 || ps[0].PathMTUSource != PMTUKernel {
+	if ps := a.dev.Stats(10).PeerStats; len(ps) != 1 || ps[0].PathMTU != 1280 || ps[0].PathMTUSource != "kernel" {
 		t.Fatalf("peer stats %+v: want path MTU 1280 from the kernel", ps)
 	}
 	big := tcpPacket(t, addrA, addrB, packet.TCPAck, nil, 1420)
