@@ -37,7 +37,10 @@ func (s pmtuSource) String() string {
 
 // pmtuRefresh is how often a peer's kernel path MTU is looked at again: a
 // getsockopt, done by whichever data-path goroutine finds it due.
-const pmtuRefresh = time.Second
+const (
+	pmtuRefresh     = time.Second
+	pmtuRefreshSoon = 50 * time.Millisecond
+)
 
 // peerPMTU is a peer's path MTU state. inner is read per packet.
 type peerPMTU struct {
@@ -46,6 +49,9 @@ type peerPMTU struct {
 	source atomic.Uint32
 	next   atomic.Int64 // Unix ns of the next kernel look
 	kernel atomic.Int32 // last kernel figure, 0: none
+
+	mu  sync.Mutex     // held by the one goroutine refreshing
+	dst netip.AddrPort // the endpoint kernel is for, guarded by mu
 }
 
 // pmtuSignals is the device's budget for telling inner senders: a token
@@ -69,17 +75,34 @@ func (p *Peer) refreshPMTU(now time.Time) {
 	if now.UnixNano() < st.next.Load() {
 		return
 	}
+	if !st.mu.TryLock() {
+		return // another goroutine is looking
+	}
+	defer st.mu.Unlock()
 	st.next.Store(now.Add(pmtuRefresh).UnixNano())
 	ep, ok := p.endpoint()
 	if !ok {
 		return
 	}
-	mtu := 0
+	mtu := -1
 	if pc := p.d.socks.pathConn(ep.Dst); pc != nil {
 		if m, err := pc.PathMTU(); err == nil {
 			mtu = m
 		}
 	}
+	switch {
+	case mtu > 0:
+	case ep.Dst == st.dst:
+		// No socket to ask for now (being replaced, or past the cap):
+		// what the same endpoint's socket said still holds.
+		return
+	default:
+		// A new endpoint whose socket may be moments away: look again
+		// soon rather than let a session's first second go unclamped.
+		st.next.Store(now.Add(pmtuRefreshSoon).UnixNano())
+		mtu = 0
+	}
+	st.dst = ep.Dst
 	st.kernel.Store(int32(mtu))
 	p.setPathMTU(ep.Dst)
 }
