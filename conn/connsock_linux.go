@@ -61,6 +61,9 @@ type connSocket struct {
 	// owner replaces it when the peer's endpoint next changes.
 	broken atomic.Bool
 	once   sync.Once
+	// probeMu serializes SendProbe, which changes a socket option for
+	// one send.
+	probeMu sync.Mutex
 
 	// Its place in the table's connReader, guarded by connReader.mu: the
 	// slot and generation its epoll events carry, whether it waits in

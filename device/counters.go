@@ -50,6 +50,9 @@ const (
 	cTxTUNReads
 	cTxTUNReadBytes
 	cRxObfsDropped
+	cTxPMTUSignals
+	cTxMSSClamped
+	cRxMSSClamped
 	numCounters
 )
 
@@ -97,6 +100,9 @@ var counterNames = [numCounters]string{
 	cTxTUNReads:                   "tx_tun_reads",
 	cTxTUNReadBytes:               "tx_tun_read_bytes",
 	cRxObfsDropped:                "rx_drop_obfuscation",
+	cTxPMTUSignals:                "tx_pmtu_icmp_sent",
+	cTxMSSClamped:                 "tx_mss_clamped",
+	cRxMSSClamped:                 "rx_mss_clamped",
 }
 
 // counters is the device's set; each is cumulative and updated atomically.

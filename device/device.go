@@ -62,6 +62,7 @@ type Device struct {
 	known        knownEndpoints // configured peers' endpoints, for triage
 	socks        peerSockets    // connected sockets for the peers' endpoints
 	flood        floodDefence   // handshake queues and the limits that guard them
+	pmtuSig      pmtuSignals    // ICMP errors for packets the path cannot carry
 
 	cfgMu      sync.Mutex // serializes Apply and bind changes
 	listenPort uint16     // guarded by cfgMu

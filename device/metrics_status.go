@@ -23,6 +23,10 @@ type PeerStats struct {
 	// TxQueued is the outbound packets queued for the crypto workers or
 	// being sent.
 	TxQueued int
+	// PathMTU is the largest datagram the path to the peer's endpoint is
+	// known to carry (0: unknown) and PathMTUSource how it was learned.
+	PathMTU       int
+	PathMTUSource string // "kernel" or "probe"; "unknown" with PathMTU 0
 }
 
 // QueueStats are the device's queues and pools as a scrape sees them.
@@ -85,7 +89,8 @@ func (d *Device) Stats(maxPeers int) Stats {
 			continue
 		}
 		ps := PeerStats{PublicKey: p.pub, RxBytes: rx, TxBytes: tx, TxQueued: queued,
-			KeepalivesSent: p.keepalives.Load(), EndpointChanges: p.epChanges.Load()}
+			KeepalivesSent: p.keepalives.Load(), EndpointChanges: p.epChanges.Load(),
+			PathMTU: int(p.pmtu.path.Load()), PathMTUSource: pmtuSource(p.pmtu.source.Load()).String()}
 		if ep, ok := p.endpoint(); ok {
 			ps.Endpoint = ep.Dst
 		}

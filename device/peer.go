@@ -65,6 +65,7 @@ type Peer struct {
 	// keepalives and epChanges count keepalives sent and endpoint moves,
 	// for the metrics endpoint.
 	keepalives, epChanges atomic.Uint64
+	pmtu                  peerPMTU  // what the peer's path carries (pmtu.go)
 	heapIdx               int       // position in the timer wheel heap, guarded by wheel.mu; -1 when absent
 	wheelAt               time.Time // guarded by wheel.mu
 }

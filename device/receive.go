@@ -193,6 +193,7 @@ func (p *Peer) deliver(b *batch) {
 			continue
 		}
 		data++
+		d.fitInbound(p, pkt[:size], now)
 		if aqmOn && !p.aqmInbound(pkt, sojourn, now, !behind && i == b.n-1) {
 			continue
 		}

@@ -40,6 +40,9 @@ func (d *Device) routeOutbound(rb *batch, n int) *batch {
 		d.ctr.add(cTxNoRoute, uint64(noRoute))
 	}
 	now := d.now()
+	if d.fitBatch(rb, n, now) {
+		mixed = true // packets answered with ICMP are taken out
+	}
 	if !mixed && first != nil {
 		if n <= smallBatch {
 			if sb := d.getSmall(); sb != nil {

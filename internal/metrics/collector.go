@@ -108,6 +108,10 @@ func (c *Collector) WritePrometheus(w io.Writer) {
 		e.counter("fipsgo_peer_keepalives_sent_total", "Keepalives sent to the peer.", ps.KeepalivesSent, l)
 		e.counter("fipsgo_peer_endpoint_changes_total", "Times the peer's endpoint moved.", ps.EndpointChanges, l)
 		e.gauge("fipsgo_peer_tx_queued_packets", "Outbound packets to the peer queued for the crypto workers or being sent.", float64(ps.TxQueued), l)
+		if ps.PathMTU > 0 {
+			e.gauge("fipsgo_peer_path_mtu_bytes", "Largest datagram the path to the peer is known to carry, by how it was learned.",
+				float64(ps.PathMTU), labels(iface, "peer", ps.PublicKey.String(), "source", ps.PathMTUSource))
+		}
 		if !ps.LastHandshake.IsZero() {
 			e.gauge("fipsgo_peer_last_handshake_age_seconds", "Seconds since the peer's last handshake.", max(now.Sub(ps.LastHandshake).Seconds(), 0), l)
 		}

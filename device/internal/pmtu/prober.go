@@ -1,0 +1,185 @@
+package pmtu
+
+import "time"
+
+// Prober searches one endpoint's path for the largest plaintext a probe
+// carries, RFC 8899 style: probes are padded packets that need an answer,
+// so neither ICMP nor a loss the application sees is needed. Sizes are
+// plaintext lengths (the inner packet the datagram could carry); the
+// caller turns them into datagrams. It is pure: every call takes now.
+//
+// The search, one probe in flight at a time and at most maxAttempts per
+// size:
+//   - the tunnel's MTU (Max) first: most paths carry it, and one answered
+//     probe settles them;
+//   - lost: the base size (Min), to learn whether the peer answers probes
+//     at all. A peer that never answers (a stock WireGuard) is left alone
+//     until the next search (RaiseInterval later);
+//   - answered: a binary search between Min and Max in steps of 16 bytes
+//     (WireGuard pads plaintexts to 16).
+//
+// A completed search is repeated after RaiseInterval, upward from Max, as
+// a path may have grown; Reset starts over at once (the endpoint moved).
+type Prober struct {
+	opts ProberOptions
+
+	phase    phase
+	lo, hi   int // lo: largest answered (0: none); hi: smallest lost (0: none)
+	size     int // the size in flight or to send next
+	attempts int // probes of size sent so far
+	due      time.Time
+	result   int // the last search's answer, 0: none
+}
+
+// ProberOptions are a Prober's sizes and times; zero picks defaults.
+type ProberOptions struct {
+	Min, Max      int           // plaintext sizes: the base every path must carry, the tunnel's MTU
+	Timeout       time.Duration // a probe unanswered this long is lost (default 1 s)
+	RaiseInterval time.Duration // from one search's end to the next (default 10 min)
+}
+
+type phase uint8
+
+const (
+	phaseMax phase = iota
+	phaseBase
+	phaseSearch
+	phaseIdle
+)
+
+const (
+	maxAttempts = 3 // RFC 8899's MAX_PROBES
+	step        = 16
+)
+
+// NewProber returns a prober whose first probe is due at now.
+func NewProber(o ProberOptions, now time.Time) *Prober {
+	if o.Timeout <= 0 {
+		o.Timeout = time.Second
+	}
+	if o.RaiseInterval <= 0 {
+		o.RaiseInterval = 10 * time.Minute
+	}
+	o.Min = max(o.Min, step)
+	o.Max = max(o.Max, o.Min)
+	p := &Prober{opts: o}
+	p.Reset(now)
+	return p
+}
+
+// Reset forgets what the path carried and starts a search at now.
+func (p *Prober) Reset(now time.Time) {
+	p.result = 0
+	p.start(now)
+}
+
+func (p *Prober) start(now time.Time) {
+	p.phase, p.lo, p.hi = phaseMax, 0, 0
+	p.size, p.attempts, p.due = p.opts.Max, 0, now
+}
+
+// Result is the largest plaintext the path was found to carry, 0 when no
+// search has answered yet (or the peer does not answer probes).
+func (p *Prober) Result() int { return p.result }
+
+// Searching reports whether a search is under way.
+func (p *Prober) Searching() bool { return p.phase != phaseIdle }
+
+// Due is when Poll next has something to do.
+func (p *Prober) Due() time.Time { return p.due }
+
+// Poll returns the size of a probe to send now, or 0 for none; the caller
+// sends it and calls Poll again at Due (or when Acked says so).
+func (p *Prober) Poll(now time.Time) int {
+	if now.Before(p.due) {
+		return 0
+	}
+	if p.phase == phaseIdle {
+		p.start(now)
+	}
+	if p.attempts == maxAttempts {
+		p.lost(now)
+		if p.phase == phaseIdle {
+			return 0
+		}
+	}
+	p.attempts++
+	p.due = now.Add(p.opts.Timeout)
+	return p.size
+}
+
+// lost moves on after maxAttempts unanswered probes of p.size.
+func (p *Prober) lost(now time.Time) {
+	switch p.phase {
+	case phaseMax:
+		p.hi = p.opts.Max
+		if p.result >= p.opts.Max {
+			p.result = 0 // what carried Max before carries it no longer
+		}
+		p.next(phaseBase, p.opts.Min)
+	case phaseBase:
+		// The peer answers no probes, or the path carries not even the
+		// base: nothing is learned, and the path is left to the kernel.
+		p.result = 0
+		p.idle(now)
+	case phaseSearch:
+		p.hi = p.size
+		p.bisect(now)
+	}
+}
+
+func (p *Prober) next(ph phase, size int) {
+	p.phase, p.size, p.attempts = ph, size, 0
+}
+
+func (p *Prober) idle(now time.Time) {
+	p.phase, p.attempts = phaseIdle, 0
+	p.due = now.Add(p.opts.RaiseInterval)
+}
+
+// Acked records the answer to a probe of size (a late one counts too). It
+// returns true when the caller should Poll at once: the search moved on.
+func (p *Prober) Acked(size int, now time.Time) bool {
+	if size <= 0 || size > p.opts.Max || size <= p.lo {
+		return false
+	}
+	p.lo = size
+	if p.hi != 0 && p.hi <= size {
+		p.hi = 0 // a loss that was not one
+	}
+	switch {
+	case size >= p.opts.Max:
+		p.result = p.opts.Max
+		p.idle(now)
+		return false
+	case p.phase == phaseIdle:
+		return false
+	}
+	p.result = max(p.result, size)
+	if p.hi == 0 {
+		p.hi = p.opts.Max
+	}
+	p.bisect(now)
+	return p.phase != phaseIdle
+}
+
+// bisect picks the next size between lo and hi, or ends the search.
+func (p *Prober) bisect(now time.Time) {
+	if p.lo == 0 {
+		// Nothing carried yet: go down from the loss.
+		p.next(phaseBase, p.opts.Min)
+		p.due = now
+		return
+	}
+	if p.hi-p.lo <= step {
+		p.result = p.lo
+		p.idle(now)
+		return
+	}
+	mid := (p.lo + (p.hi-p.lo)/2) &^ (step - 1)
+	if mid <= p.lo {
+		mid = p.lo + step
+	}
+	p.next(phaseSearch, mid)
+	p.due = now
+}

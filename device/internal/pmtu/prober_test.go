@@ -1,0 +1,149 @@
+package pmtu
+
+import (
+	"testing"
+	"time"
+)
+
+// simulate runs p against a path that carries plaintexts up to carries
+// (answering peer unless silent), with a 10 ms round trip, polling at Due
+// as the device does, until until; it returns the probes sent.
+func simulate(p *Prober, now *time.Time, until time.Time, carries int, silent bool) (probes []int) {
+	for now.Before(until) {
+		size := p.Poll(*now)
+		if size > 0 {
+			probes = append(probes, size)
+			if !silent && size <= carries {
+				*now = now.Add(10 * time.Millisecond)
+				if p.Acked(size, *now) {
+					continue
+				}
+			}
+		}
+		if d := p.Due(); d.After(*now) {
+			*now = d
+		}
+	}
+	return probes
+}
+
+func TestProberFullPath(t *testing.T) {
+	now := time.Unix(1e6, 0)
+	p := NewProber(ProberOptions{Min: 1232, Max: 1420}, now)
+	probes := simulate(p, &now, now.Add(time.Minute), 1420, false)
+	if p.Result() != 1420 || len(probes) != 1 {
+		t.Fatalf("result %d after probes %v, want 1420 after one", p.Result(), probes)
+	}
+}
+
+// TestProberNarrowPath: a path carrying 1260 bytes of plaintext is found
+// to within one step, with a bounded number of probes, none above Max or
+// below Min, in a few seconds.
+func TestProberNarrowPath(t *testing.T) {
+	for _, carries := range []int{1232, 1240, 1260, 1300, 1419} {
+		now := time.Unix(1e6, 0)
+		p := NewProber(ProberOptions{Min: 1232, Max: 1420}, now)
+		probes := simulate(p, &now, now.Add(time.Minute), carries, false)
+		if r := p.Result(); r > carries || r <= carries-step {
+			t.Fatalf("carries %d: result %d (probes %v)", carries, r, probes)
+		}
+		if len(probes) > 20 {
+			t.Fatalf("carries %d: %d probes: %v", carries, len(probes), probes)
+		}
+		for _, s := range probes {
+			if s < 1232 || s > 1420 {
+				t.Fatalf("probe of %d outside [1232, 1420]", s)
+			}
+		}
+		if p.Searching() {
+			t.Fatalf("carries %d: still searching", carries)
+		}
+	}
+}
+
+// TestProberSilentPeer: a peer that answers nothing (stock WireGuard)
+// costs three probes of each of two sizes, then none for RaiseInterval.
+func TestProberSilentPeer(t *testing.T) {
+	now := time.Unix(1e6, 0)
+	p := NewProber(ProberOptions{Min: 1232, Max: 1420}, now)
+	probes := simulate(p, &now, now.Add(9*time.Minute), 0, true)
+	want := []int{1420, 1420, 1420, 1232, 1232, 1232}
+	if len(probes) != len(want) {
+		t.Fatalf("probes %v, want %v", probes, want)
+	}
+	for i := range want {
+		if probes[i] != want[i] {
+			t.Fatalf("probes %v, want %v", probes, want)
+		}
+	}
+	if p.Result() != 0 {
+		t.Fatalf("result %d, want 0 (unknown)", p.Result())
+	}
+}
+
+// TestProberRaiseAndShrink: a completed search is repeated after
+// RaiseInterval and follows the path up; Reset (a new endpoint) searches
+// again at once and follows it down.
+func TestProberRaiseAndShrink(t *testing.T) {
+	now := time.Unix(1e6, 0)
+	p := NewProber(ProberOptions{Min: 1232, Max: 1420, RaiseInterval: time.Minute}, now)
+	simulate(p, &now, now.Add(30*time.Second), 1260, false)
+	if r := p.Result(); r > 1260 || r <= 1244 {
+		t.Fatalf("result %d, want about 1260", r)
+	}
+	simulate(p, &now, now.Add(2*time.Minute), 1420, false)
+	if p.Result() != 1420 {
+		t.Fatalf("after the path grew: %d, want 1420", p.Result())
+	}
+	p.Reset(now)
+	if p.Result() != 0 {
+		t.Fatal("Reset kept the old result")
+	}
+	simulate(p, &now, now.Add(30*time.Second), 1300, false)
+	if r := p.Result(); r > 1300 || r <= 1284 {
+		t.Fatalf("after Reset: %d, want about 1300", r)
+	}
+	// A late answer to a probe counted lost still counts.
+	q := NewProber(ProberOptions{Min: 1232, Max: 1420}, now)
+	for range 3 {
+		q.Poll(now)
+		now = now.Add(time.Second)
+	}
+	q.Acked(1420, now)
+	if q.Result() != 1420 || q.Searching() {
+		t.Fatalf("late answer: result %d, searching %v", q.Result(), q.Searching())
+	}
+}
+
+func TestProbeMessages(t *testing.T) {
+	pr := AppendProbe([]byte("x"), 1300)[1:]
+	if len(pr) != 1300 || !IsControl(pr) {
+		t.Fatalf("probe of %d bytes", len(pr))
+	}
+	if s, probe, err := ParseControl(pr); err != nil || !probe || s != 1300 {
+		t.Fatalf("probe parsed as %d %v %v", s, probe, err)
+	}
+	if _, _, err := ParseControl(pr[:1200]); err == nil {
+		t.Fatal("a truncated probe parsed")
+	}
+	ack := AppendAck(nil, 1300)
+	if s, probe, err := ParseControl(ack); err != nil || probe || s != 1300 || len(ack) != 16 {
+		t.Fatalf("ack parsed as %d %v %v (%d bytes)", s, probe, err, len(ack))
+	}
+	for _, bad := range [][]byte{nil, {0}, make([]byte, 64), {0x45, 'f', 'p', 1, 0, 8, 0, 0}, {0, 'f', 'p', 9, 0, 8, 0, 0}} {
+		if _, _, err := ParseControl(bad); err == nil {
+			t.Fatalf("%x parsed", bad)
+		}
+	}
+}
+
+func FuzzParseControl(f *testing.F) {
+	f.Add(AppendAck(nil, 1300))
+	f.Add(AppendProbe(nil, 64))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, probe, err := ParseControl(b)
+		if err == nil && probe && s != len(b) {
+			t.Fatalf("probe naming %d in %d bytes", s, len(b))
+		}
+	})
+}

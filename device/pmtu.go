@@ -1,0 +1,209 @@
+package device
+
+import (
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device/internal/pmtu"
+	"github.com/fips-go/fips-go/tun"
+)
+
+// Path MTU: what each peer's path carries, and the inner stacks told of it
+// (docs/architecture.md, "Paths narrower than the tunnel"). A peer whose
+// path MTU is unknown is treated as today: full-size packets leave and the
+// kernel fragments their datagrams.
+
+// pmtuSource says how a peer's path MTU was learned.
+type pmtuSource uint32
+
+const (
+	pmtuUnknown pmtuSource = iota // no path MTU: nothing is clamped
+	pmtuKernel                    // the kernel's route MTU for the peer's connected socket (local link, ICMP)
+	pmtuProbe                     // confirmed by padded probes the peer answered
+)
+
+func (s pmtuSource) String() string {
+	switch s {
+	case pmtuKernel:
+		return "kernel"
+	case pmtuProbe:
+		return "probe"
+	}
+	return "unknown"
+}
+
+// pmtuRefresh is how often a peer's kernel path MTU is looked at again: a
+// getsockopt, done by whichever data-path goroutine finds it due.
+const (
+	pmtuRefresh     = time.Second
+	pmtuRefreshSoon = 50 * time.Millisecond
+)
+
+// peerPMTU is a peer's path MTU state. inner is read per packet.
+type peerPMTU struct {
+	inner  atomic.Int32 // largest inner packet that fits, 0: unknown or at least the tunnel's MTU
+	path   atomic.Int32 // path MTU (outer datagram), 0: unknown
+	source atomic.Uint32
+	next   atomic.Int64 // Unix ns of the next kernel look
+	kernel atomic.Int32 // last kernel figure, 0: none
+
+	mu  sync.Mutex     // held by the one goroutine refreshing
+	dst netip.AddrPort // the endpoint kernel is for, guarded by mu
+}
+
+// pmtuSignals is the device's budget for telling inner senders: a token
+// bucket, so that a flood of full-size packets costs at most pmtuICMPRate
+// ICMP errors a second, and the one buffer they are built in.
+type pmtuSignals struct {
+	mu     sync.Mutex
+	bucket pmtu.Bucket
+	buf    []byte
+	out    [1][]byte
+}
+
+const (
+	pmtuICMPRate  = 100
+	pmtuICMPBurst = 50
+)
+
+// refreshPMTU looks at the kernel's path MTU for p's endpoint when due.
+func (p *Peer) refreshPMTU(now time.Time) {
+	st := &p.pmtu
+	if now.UnixNano() < st.next.Load() {
+		return
+	}
+	if !st.mu.TryLock() {
+		return // another goroutine is looking
+	}
+	defer st.mu.Unlock()
+	st.next.Store(now.Add(pmtuRefresh).UnixNano())
+	ep, ok := p.endpoint()
+	if !ok {
+		return
+	}
+	mtu := -1
+	if pc := p.d.socks.pathConn(ep.Dst); pc != nil {
+		if m, err := pc.PathMTU(); err == nil {
+			mtu = m
+		}
+	}
+	switch {
+	case mtu > 0:
+	case ep.Dst == st.dst:
+		// No socket to ask for now (being replaced, or past the cap):
+		// what the same endpoint's socket said still holds.
+		return
+	default:
+		// A new endpoint whose socket may be moments away: look again
+		// soon rather than let a session's first second go unclamped.
+		st.next.Store(now.Add(pmtuRefreshSoon).UnixNano())
+		mtu = 0
+	}
+	st.dst = ep.Dst
+	st.kernel.Store(int32(mtu))
+	p.setPathMTU(ep.Dst)
+}
+
+// setPathMTU recomputes p's path MTU from what is known of it: the lower
+// of the kernel's figure and the probes'. Logged when it changes.
+func (p *Peer) setPathMTU(dst netip.AddrPort) {
+	st := &p.pmtu
+	path, src := int(st.kernel.Load()), pmtuKernel
+	if path == 0 {
+		src = pmtuUnknown
+	}
+	v6 := dst.Addr().Is6() && !dst.Addr().Is4In6()
+	inner := pmtu.InnerMTU(path, v6)
+	if tm := int(p.d.mtu.Load()); inner >= tm {
+		inner = 0
+	}
+	old := st.path.Swap(int32(path))
+	st.source.Store(uint32(src))
+	st.inner.Store(int32(inner))
+	if int(old) != path {
+		p.d.opts.Logf("device: peer %s: path MTU %d (%s), inner packets up to %d", p.pub.Base64()[:8], path, src, inner)
+	}
+}
+
+// pathConn is the connected socket of dst, nil when it has none that
+// knows its path MTU.
+func (s *peerSockets) pathConn(dst netip.AddrPort) conn.PathMTUConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.m[dst]
+	if e == nil || e.pc == nil {
+		return nil
+	}
+	pc, _ := e.pc.(conn.PathMTUConn)
+	return pc
+}
+
+// fitOutbound applies p's path MTU to a packet read from the TUN before it
+// is sent: a SYN's MSS is clamped, and a packet too big for the path is
+// answered as a router would, with an ICMP error written back to the TUN,
+// and reported false (not to be sent). Without a budget for the error the
+// packet is sent as it is, fragmented outside: never worse than today.
+func (d *Device) fitOutbound(p *Peer, pkt []byte, now time.Time) bool {
+	inner := int(p.pmtu.inner.Load())
+	if inner == 0 {
+		return true
+	}
+	if len(pkt) <= inner {
+		if pmtu.ClampMSS(pkt, inner) {
+			d.ctr.inc(cTxMSSClamped)
+		}
+		return true
+	}
+	s := &d.pmtuSig
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.buf == nil {
+		s.bucket = pmtu.NewBucket(pmtuICMPRate, pmtuICMPBurst)
+		s.buf = make([]byte, tun.Headroom, tun.Headroom+1280)
+	}
+	r, ok := pmtu.TooBig(s.buf[:tun.Headroom], pkt, inner)
+	if !ok || !s.bucket.Allow(now) {
+		return true
+	}
+	s.out[0] = r
+	if _, err := d.tun.Write(s.out[:], tun.Headroom); err != nil {
+		return true
+	}
+	d.ctr.inc(cTxPMTUSignals)
+	return false
+}
+
+// fitInbound clamps the MSS of a SYN that came through the tunnel from p,
+// so the local end never sends segments the path will not carry.
+func (d *Device) fitInbound(p *Peer, pkt []byte, now time.Time) {
+	p.refreshPMTU(now)
+	if inner := int(p.pmtu.inner.Load()); inner > 0 && pmtu.ClampMSS(pkt, inner) {
+		d.ctr.inc(cRxMSSClamped)
+	}
+}
+
+// fitBatch applies fitOutbound to the n packets of rb, refreshing each
+// peer's path MTU first when it is due. It reports whether it took a
+// packet out (its peer set to nil).
+func (d *Device) fitBatch(rb *batch, n int, now time.Time) bool {
+	var last *Peer
+	taken := false
+	for i := 0; i < n; i++ {
+		p := rb.peers[i]
+		if p == nil {
+			continue
+		}
+		if p != last {
+			p.refreshPMTU(now)
+			last = p
+		}
+		if !d.fitOutbound(p, rb.bufs[i][stagedFrom:stagedFrom+rb.sizes[i]], now) {
+			rb.peers[i] = nil
+			taken = true
+		}
+	}
+	return taken
+}
