@@ -201,13 +201,17 @@ func limitBounding(keep uint64) error {
 // abstract Unix sockets. Network rules (ABI 4 and later) are not used:
 // the daemon binds and connects wherever UAPI and DNS say. It returns
 // the ABI version the kernel enforces, best effort down to version 1.
-// The monitor gets the socket directory's rule only.
+// The monitor gets /proc and the socket directory's rule only.
 func restrictFiles(c Config) (int, error) {
 	abi, err := llsys.LandlockGetABIVersion()
 	if err != nil || abi < 1 {
 		return 0, errors.New("the kernel has no Landlock (or it is not enabled in lsm=)")
 	}
-	var rules []landlock.Rule
+	// /proc for every role: checkThreads reads every thread's status
+	// there, which the monitor needs as much as the others. Landlock
+	// refuses it the /proc files of processes outside its domain that
+	// ptrace rules guard (environ, mem, fd).
+	rules := []landlock.Rule{landlock.RODirs("/proc")}
 	if c.Role != Monitor {
 		rules = append(rules,
 			landlock.RODirs(ReadPaths(filepath.EvalSymlinks)...).IgnoreIfMissing(),
