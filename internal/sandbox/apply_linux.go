@@ -215,8 +215,15 @@ func restrictFiles(c Config) (int, error) {
 	if c.Role != Monitor {
 		rules = append(rules,
 			landlock.RODirs(ReadPaths(filepath.EvalSymlinks)...).IgnoreIfMissing(),
-			landlock.ROFiles(ReadFiles...).IgnoreIfMissing(),
 			landlock.PathAccess(llsys.AccessFSResolveUnix, ResolverSocketDirs...).IgnoreIfMissing())
+	}
+	switch c.Role {
+	case Worker:
+		// Not root: file modes keep /etc's secrets from it, and a rule on
+		// the directory survives a resolver file replaced by rename.
+		rules = append(rules, landlock.RODirs("/etc").IgnoreIfMissing())
+	case Whole:
+		rules = append(rules, landlock.ROFiles(ReadFiles...).IgnoreIfMissing())
 	}
 	if c.SocketDir != "" {
 		rules = append(rules, landlock.PathAccess(llsys.AccessFSRemoveFile|llsys.AccessFSReadDir, c.SocketDir).IgnoreIfMissing())

@@ -262,6 +262,10 @@ var ReadDirs = []string{"/proc", "/usr/lib", "/usr/lib64", "/lib", "/lib64"}
 // daemon is root, which owns those files, so file permissions would not
 // stop it.
 //
+// That is for a daemon that runs as root in one process (Whole); the
+// worker of a separated daemon is not root, so file modes protect those
+// secrets from it, and it may read all of /etc.
+//
 // The price: Landlock rules are tied to inodes, so a file in /etc
 // replaced by rename (dhclient rewriting resolv.conf, an editor saving
 // hosts) is no longer readable, and the resolver falls back to its
