@@ -143,6 +143,10 @@ func daemonize(iface string, mc metricsConfig) error {
 		os.Remove(path)
 		return fmt.Errorf("starting daemon: %w", err)
 	}
+	// The child has its own copy now. Ours must go at once: a listener
+	// kept open here would take the readiness probe's connection after
+	// the child died, and its get would wait for an answer forever.
+	uf.Close()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	deadline := time.Now().Add(readyTimeout)
