@@ -178,7 +178,11 @@ func startWorker(iface string, tf, uf, mf *os.File, st settings) (*privsep.Monit
 	if err != nil {
 		return nil, nil, fmt.Errorf("finding own executable: %w", err)
 	}
-	cmd := exec.Command(self, iface)
+	// Through /proc/self/exe, resolved in the child as it execs: the
+	// worker's user may not search the directory the binary lies in
+	// (/root/go/bin is 0700), and the magic link does not ask it to.
+	cmd := exec.Command("/proc/self/exe", iface)
+	cmd.Args[0] = self
 	cmd.Env = append(withoutFDs(os.Environ()), envTunFD+"=3", envUAPIFD+"=4", envMonitorFD+"=5", envForeground+"=1")
 	cmd.ExtraFiles = []*os.File{tf, uf, wrk}
 	if mf != nil {
