@@ -68,7 +68,7 @@ func (d *kernelDevice) subscribeOnce() (*nsSocket, error) {
 	if id != d.own {
 		return nil, errAway
 	}
-	f, err := routeSocket(nsfd, id, d.own, unix.RTMGRP_LINK)
+	f, err := d.routeSocket(nsfd, id, unix.RTMGRP_LINK)
 	if err != nil {
 		return nil, err
 	}

@@ -51,6 +51,9 @@ type kernelDevice struct {
 	// also the fallback where setns is not permitted.
 	following atomic.Bool
 	closeOnce sync.Once
+	// openRoute opens route sockets in other namespaces when set
+	// (UseRouteSockets); nil: the device joins them itself.
+	openRoute atomic.Pointer[func(groups uint32) (*os.File, error)]
 
 	mu  sync.Mutex // guards cur
 	cur *nsSocket  // the listener's socket while the interface is in our namespace; else nil

@@ -57,7 +57,7 @@ func (d *kernelDevice) askWhereItLives(share bool, ask func(f *os.File, name str
 		}
 		d.mu.Unlock()
 	}
-	f, err := routeSocket(nsfd, id, d.own, 0)
+	f, err := d.routeSocket(nsfd, id, 0)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,8 @@ package tun
 import (
 	"fmt"
 	"os"
-	"runtime"
 
+	"github.com/fips-go/fips-go/internal/nsock"
 	"golang.org/x/sys/unix"
 )
 
@@ -58,11 +58,11 @@ func devNetns(f *os.File) (int, error) {
 	var nsfd int
 	err := tunControl(f, func(fd int) error {
 		var err error
-		nsfd, err = unix.IoctlRetInt(fd, unix.TUNGETDEVNETNS)
+		nsfd, err = nsock.DevNetns(fd)
 		return err
 	})
 	if err != nil {
-		return -1, fmt.Errorf("tun: TUNGETDEVNETNS: %w", err)
+		return -1, fmt.Errorf("tun: %w", err)
 	}
 	return nsfd, nil
 }
@@ -88,72 +88,44 @@ func devName(f *os.File) (string, error) {
 	return name, nil
 }
 
-// inNetns runs fn on an OS thread that has joined the namespace nsfd, then
-// returns the thread to the namespace it came from and to the scheduler.
-// Discarding the thread instead (exiting still locked) is not enough: the
-// runtime cannot end the main thread, so a goroutine that happened to run
-// there would wedge it in the namespace for good, and a thread in a
-// namespace keeps it alive past `ip netns del`. Only if the switch back
-// fails is the thread left locked, and so ended.
-func inNetns(nsfd int, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		back, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("tun: open own netns: %w", err)
-			return
-		}
-		defer unix.Close(back)
-		if err := unix.Setns(nsfd, unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("tun: setns: %w", err)
-			return
-		}
-		err = fn()
-		if unix.Setns(back, unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	return <-errc
+// UseRouteSockets makes the device ask open for every route socket it
+// needs in a namespace other than its own (where the interface was
+// moved), instead of joining that namespace itself, which takes
+// CAP_SYS_ADMIN: a daemon that runs without it passes a function that
+// asks a privileged process to open the socket in the namespace the
+// interface lives in now and send it over. groups are the multicast
+// groups to join (0 for a socket that only asks questions). The device
+// is not exported, so callers find this method by interface assertion,
+// as device.New finds SetGSOMaxSize.
+func (d *kernelDevice) UseRouteSockets(open func(groups uint32) (*os.File, error)) {
+	d.openRoute.Store(&open)
 }
 
 // routeSocket opens a non-blocking rtnetlink socket in the namespace nsfd
 // (ours when id is own), subscribed to the multicast groups (none for a
-// socket that only asks questions). The same socket also answers interface
-// ioctls (SIOCGIFMTU and friends) for that namespace: netlink sockets pass
-// unknown ioctls on to the device layer of their namespace.
-func routeSocket(nsfd int, id, own nsID, groups uint32) (*os.File, error) {
-	var fd int
-	open := func() error {
-		var err error
-		fd, err = unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_ROUTE)
+// socket that only asks questions); see nsock.RouteSocket.
+func (d *kernelDevice) routeSocket(nsfd int, id nsID, groups uint32) (*os.File, error) {
+	if id == d.own {
+		fd, err := nsock.RouteSocket(groups)
 		if err != nil {
-			return fmt.Errorf("tun: netlink socket: %w", err)
+			return nil, fmt.Errorf("tun: %w", err)
 		}
-		if groups == 0 {
-			return nil
-		}
-		if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: groups}); err != nil {
-			unix.Close(fd)
-			return fmt.Errorf("tun: netlink bind: %w", err)
-		}
-		return nil
+		// Non-blocking, so the runtime poller serves it and Close wakes a
+		// blocked read.
+		return os.NewFile(uintptr(fd), "rtnetlink"), nil
 	}
-	var err error
-	if id == own {
-		err = open()
-	} else {
-		err = inNetns(nsfd, open)
+	if open := d.openRoute.Load(); open != nil {
+		f, err := (*open)(groups)
+		if err != nil {
+			return nil, fmt.Errorf("tun: route socket from the monitor: %w", err)
+		}
+		return f, nil
 	}
+	f, err := nsock.RouteSocketIn(nsfd, -1, groups)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("tun: %w", err)
 	}
-	// Non-blocking, so the runtime poller serves it and Close wakes a
-	// blocked read.
-	return os.NewFile(uintptr(fd), "rtnetlink"), nil
+	return f, nil
 }
 
 // ifreqGet runs one interface ioctl by name on sock and returns the ifreq.

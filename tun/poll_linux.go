@@ -77,7 +77,7 @@ func (d *kernelDevice) look() (linkLook, error) {
 	if err != nil {
 		return linkLook{}, err
 	}
-	sock, err := routeSocket(nsfd, id, d.own, 0)
+	sock, err := d.routeSocket(nsfd, id, 0)
 	if err != nil {
 		return linkLook{}, err
 	}

@@ -30,8 +30,11 @@ const (
 	envUAPIFD     = "WG_UAPI_FD"
 	envForeground = "WG_PROCESS_FOREGROUND"
 	envLogLevel   = "LOG_LEVEL"
-	defaultMTU    = 1420
-	readyTimeout  = 15 * time.Second
+	// envMonitorFD is ours: the worker's end of the pair to its monitor
+	// (package privsep), set by the monitor only.
+	envMonitorFD = "FIPS_GO_MONITOR_FD"
+	defaultMTU   = 1420
+	readyTimeout = 15 * time.Second
 )
 
 // logLevel maps LOG_LEVEL to (verbose logger, error logger).
@@ -68,7 +71,10 @@ func runInterface(ctx context.Context, c *cli.Command, iface string) error {
 	if err != nil {
 		return err
 	}
-	return serve(name, t, l, mc, st)
+	if separate(st) {
+		return monitorForeground(name, t, l, mc, st)
+	}
+	return serve(name, t, l, mc, st, daemonRole{})
 }
 
 // createInterface creates the TUN and, under the name the kernel gave it,
@@ -95,17 +101,11 @@ func createInterface(iface string) (tun.Device, string, *ipc.Listener, error) {
 // until the child answers a get request, so that a script may use the
 // interface the moment this returns.
 func daemonize(iface string, mc metricsConfig) error {
-	var mf *os.File
-	if mc.addr != "" {
-		ln, err := metrics.ListenTCP(mc.addr)
-		if err != nil {
-			return err
-		}
-		if mf, err = ln.File(); err != nil {
-			ln.Close()
-			return fmt.Errorf("metrics socket: %w", err)
-		}
-		ln.Close()
+	mf, err := metricsFile(mc)
+	if err != nil {
+		return err
+	}
+	if mf != nil {
 		defer mf.Close()
 	}
 	t, name, l, err := createInterface(iface)
@@ -143,6 +143,10 @@ func daemonize(iface string, mc metricsConfig) error {
 		os.Remove(path)
 		return fmt.Errorf("starting daemon: %w", err)
 	}
+	// The child has its own copy now. Ours must go at once: a listener
+	// kept open here would take the readiness probe's connection after
+	// the child died, and its get would wait for an answer forever.
+	uf.Close()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	deadline := time.Now().Add(readyTimeout)
@@ -167,7 +171,61 @@ func daemonize(iface string, mc metricsConfig) error {
 	return fmt.Errorf("daemon did not answer on its UAPI socket within %v", readyTimeout)
 }
 
+// metricsFile binds the metrics address, if one was given, and returns
+// the socket to pass on to a child (nil for none).
+func metricsFile(mc metricsConfig) (*os.File, error) {
+	if mc.addr == "" {
+		return nil, nil
+	}
+	ln, err := metrics.ListenTCP(mc.addr)
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	mf, err := ln.File()
+	if err != nil {
+		return nil, fmt.Errorf("metrics socket: %w", err)
+	}
+	return mf, nil
+}
+
+// inheritedFD is the descriptor a parent passed in the variable k, or nil
+// when k is unset.
+func inheritedFD(k, name string) (*os.File, error) {
+	v := os.Getenv(k)
+	if v == "" {
+		return nil, nil
+	}
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return nil, fmt.Errorf("%s=%q: want a descriptor number above 2", k, v)
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// runDaemonChild runs with what a parent passed on: as the worker when a
+// monitor started it (envMonitorFD), else as the monitor of a separated
+// daemon or as the whole daemon.
 func runDaemonChild(iface string, mc metricsConfig, st settings) error {
+	tf, err := inheritedFD(envTunFD, "tun")
+	if err != nil {
+		return err
+	}
+	uf, err := inheritedFD(envUAPIFD, "uapi")
+	if err != nil || uf == nil {
+		return fmt.Errorf("%s: %w", envUAPIFD, err)
+	}
+	monitor, err := inheritedFD(envMonitorFD, "monitor")
+	if err != nil {
+		return err
+	}
+	if monitor == nil && separate(st) {
+		mf, err := inheritedFD(envMetricsFD, "metrics")
+		if err != nil {
+			return err
+		}
+		return runMonitor(iface, tf, uf, mf, st)
+	}
 	ln, err := inheritedMetricsListener()
 	if err != nil {
 		return err
@@ -175,39 +233,46 @@ func runDaemonChild(iface string, mc metricsConfig, st settings) error {
 	if ln != nil {
 		mc.ln = ln
 	}
-	fd, err := strconv.Atoi(os.Getenv(envTunFD))
+	t, err := tunFromFile(tf, defaultMTU)
 	if err != nil {
-		return fmt.Errorf("%s: %w", envTunFD, err)
-	}
-	t, err := tunFromFile(os.NewFile(uintptr(fd), "tun"), defaultMTU)
-	if err != nil {
-		return fmt.Errorf("TUN from fd %d: %w", fd, err)
+		return fmt.Errorf("TUN from %s: %w", envTunFD, err)
 	}
 	name, err := t.Name()
 	if err != nil {
 		name = iface
-	}
-	ufd, err := strconv.Atoi(os.Getenv(envUAPIFD))
-	if err != nil {
-		t.Close()
-		return fmt.Errorf("%s: %w", envUAPIFD, err)
 	}
 	path, err := ipc.SocketPath(ipc.DefaultSocketDir, name)
 	if err != nil {
 		t.Close()
 		return err
 	}
-	l, err := ipc.FileListener(os.NewFile(uintptr(ufd), "uapi"), path)
+	l, err := ipc.FileListener(uf, path)
 	if err != nil {
 		t.Close()
 		return err
 	}
-	return serve(name, t, l, mc, st)
+	role := daemonRole{}
+	if monitor != nil {
+		if role, err = workerRole(t, monitor); err != nil {
+			l.Close()
+			t.Close()
+			return err
+		}
+	}
+	return serve(name, t, l, mc, st, role)
+}
+
+// daemonRole is what serve needs to know of the process it runs in: the
+// sandbox's role, and in a worker, the call that tells the monitor the
+// worker is stopping (nil otherwise).
+type daemonRole struct {
+	sandbox sandbox.Role
+	exit    func() error
 }
 
 // serve runs the device until a signal, the TUN going away, or the socket
 // file being removed.
-func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig, st settings) error {
+func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig, st settings, role daemonRole) error {
 	// A Go program that writes to a broken pipe on its standard output or
 	// error dies of SIGPIPE unless it asked for the signal: the daemon's
 	// log reader going away (a restarted collector, `fips-go wg0 | logger`
@@ -252,7 +317,7 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig, st sett
 	defer stopFollow()
 	// Everything the daemon opens with root's privileges exists now: the
 	// TUN, the UAPI socket, the metrics listener, the profile.
-	sb := sandboxDaemon(st, errf)
+	sb := sandboxDaemon(st, role.sandbox, errf)
 	logf("sandbox: %s", sb)
 	go func() {
 		if err := l.Serve(sandboxedDevice{h, sb.String()}, ipc.ServeOptions{Logf: logf}); err != nil {
@@ -270,6 +335,14 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig, st sett
 	case <-l.Removed():
 		logf("UAPI socket removed, shutting down")
 	}
+	if role.exit != nil {
+		// The monitor removes the socket file (its directory is root's)
+		// and lets go of its copy of the TUN, so that both are gone by
+		// the time this process has exited.
+		if err := role.exit(); err != nil {
+			errf("monitor: %v", err)
+		}
+	}
 	l.Close()
 	d.Close()
 	return nil
@@ -278,11 +351,11 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig, st sett
 // sandboxDaemon applies internal/sandbox to the interface daemon, unless
 // FIPS_GO_SANDBOX turned it off; what could not be applied is logged as
 // an error, and the daemon runs on with the rest.
-func sandboxDaemon(st settings, errf func(string, ...any)) sandbox.Status {
+func sandboxDaemon(st settings, role sandbox.Role, errf func(string, ...any)) sandbox.Status {
 	if st.noSandbox {
 		return sandbox.Status{Off: true}
 	}
-	cfg := sandbox.Config{SocketDir: ipc.DefaultSocketDir}
+	cfg := sandbox.Config{Role: role, SocketDir: ipc.DefaultSocketDir}
 	if st.memProfile != "" {
 		cfg.WriteFiles = append(cfg.WriteFiles, st.memProfile)
 	}

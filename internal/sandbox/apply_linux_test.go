@@ -25,7 +25,7 @@ import (
 // The numbers policy.go writes down are the kernel's.
 func TestPolicyNumbersAreLinux(t *testing.T) {
 	want := map[string]int{"net_admin": unix.CAP_NET_ADMIN, "net_bind_service": unix.CAP_NET_BIND_SERVICE, "sys_admin": unix.CAP_SYS_ADMIN}
-	for _, c := range Keep {
+	for _, c := range append(Whole.Caps(), MonitorKeep...) {
 		if want[c.Name] != c.Bit {
 			t.Errorf("%s: bit %d, want %d", c.Name, c.Bit, want[c.Name])
 		}
@@ -59,13 +59,15 @@ func TestDenyNamesExist(t *testing.T) {
 			}
 		}
 	}
-	for _, unixOK := range []bool{false, true} {
-		p, err := seccompPolicy(unixOK, os.Getpid())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Assemble(); err != nil {
-			t.Fatalf("the filter does not assemble on %s: %v", runtime.GOARCH, err)
+	for _, r := range []Role{Whole, Worker, Monitor} {
+		for _, unixOK := range []bool{false, true} {
+			p, err := seccompPolicy(r, unixOK, os.Getpid())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Assemble(); err != nil {
+				t.Fatalf("the filter for role %d does not assemble on %s: %v", r, runtime.GOARCH, err)
+			}
 		}
 	}
 	for _, c := range SelfOnly {
@@ -169,7 +171,7 @@ func childMain(dir string) int {
 	for _, p := range st.Problems {
 		fail("problem: %s", p)
 	}
-	if !st.NoNewPrivs || !st.Seccomp || st.Caps != KeepNames() {
+	if !st.NoNewPrivs || !st.Seccomp || st.Caps != Whole.Names() {
 		fail("status %+v", st)
 	}
 	landlock := st.Landlock > 0
@@ -209,8 +211,8 @@ func childMain(dir string) int {
 		}
 		for _, k := range []string{"CapEff", "CapPrm", "CapBnd"} {
 			v, _ := strconv.ParseUint(f[k], 16, 64)
-			if v != KeepMask() {
-				fail("thread %s: %s %s, want %016x", task.Name(), k, f[k], KeepMask())
+			if v != Whole.Mask() {
+				fail("thread %s: %s %s, want %016x", task.Name(), k, f[k], Whole.Mask())
 			}
 		}
 		for _, k := range []string{"CapInh", "CapAmb"} {

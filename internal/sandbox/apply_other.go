@@ -6,3 +6,6 @@ package sandbox
 // and seccomp are Linux's, and the daemon here runs as its platform's
 // wireguard-go does.
 func Apply(Config) Status { return Status{Unsupported: true} }
+
+// LimitBounding does nothing outside Linux.
+func LimitBounding([]Capability) error { return nil }

@@ -24,51 +24,98 @@ type Capability struct {
 	Why  string
 }
 
-// Keep are the capabilities the running daemon still uses; every other one
-// is dropped from the effective, permitted, inheritable, ambient and
-// bounding sets. Each is reached from the network path or from UAPI at any
-// time after start, so none can be dropped once set-up is done.
+// Keep are the capabilities the worker, the daemon's unprivileged half,
+// still uses; every other one is dropped from the effective, permitted,
+// inheritable, ambient and bounding sets. Each is reached from the
+// network path or from UAPI at any time after start, so none can be
+// dropped once set-up is done.
 var Keep = []Capability{
 	{
 		Name: "net_admin", Bit: 12,
 		Why: "SO_MARK for fwmark (UAPI fwmark=, any time); RTM_NEWLINK for the " +
-			"interface's gso_max_size; TUNGETDEVNETNS and rtnetlink in the " +
-			"namespace the interface was moved to; SO_RCVBUFFORCE/SO_SNDBUFFORCE on " +
-			"the UDP sockets it opens again when the listen port changes",
+			"interface's gso_max_size; TUNGETDEVNETNS, and rtnetlink on the sockets " +
+			"the monitor opens in the namespace the interface was moved to; " +
+			"SO_RCVBUFFORCE/SO_SNDBUFFORCE on the UDP sockets it opens again when " +
+			"the listen port changes",
 	},
 	{
 		Name: "net_bind_service", Bit: 10,
 		Why: "UAPI listen_port= may name a port below 1024 at any time, and the " +
 			"per-peer connected sockets bind that same port",
 	},
+}
+
+// sysAdmin is what joining a network namespace takes.
+var sysAdmin = Capability{
+	Name: "sys_admin", Bit: 21,
+	Why: "setns(CLONE_NEWNET) into the namespace the interface was moved to " +
+		"(`ip link set IFACE netns NS`), to open route sockets there: the kernel " +
+		"asks CAP_SYS_ADMIN for any setns. The seccomp filter narrows it: setns " +
+		"only for network namespaces, and mount, unshare, namespace-creating " +
+		"clone, swapon, quotactl, bpf and the other CAP_SYS_ADMIN system calls " +
+		"refused",
+}
+
+// MonitorKeep are the capabilities of the monitor, the daemon's root
+// half, which opens route sockets in the interface's namespace for the
+// worker (package privsep).
+var MonitorKeep = []Capability{
+	sysAdmin,
 	{
-		Name: "sys_admin", Bit: 21,
-		Why: "setns(CLONE_NEWNET) into the namespace the interface was moved to " +
-			"(`ip link set IFACE netns NS`), to read its MTU and link state there " +
-			"(tun's inNetns): the kernel asks CAP_SYS_ADMIN for any setns. The " +
-			"seccomp filter narrows it: setns only for network namespaces, and " +
-			"mount, unshare, namespace-creating clone, swapon, quotactl, bpf and " +
-			"the other CAP_SYS_ADMIN system calls refused",
+		Name: "net_admin", Bit: 12,
+		Why: "TUNGETDEVNETNS, to find the namespace the interface lives in now",
 	},
 }
 
-// KeepNames is Keep's names, comma-separated, in Keep's order.
-func KeepNames() string {
-	names := make([]string, len(Keep))
-	for i, c := range Keep {
-		names[i] = c.Name
+// Role says which process a policy is for.
+type Role int
+
+const (
+	// Whole is a daemon that runs as one process as root: it keeps Keep
+	// and CAP_SYS_ADMIN, to join the interface's namespace itself.
+	Whole Role = iota
+	// Worker is the daemon's unprivileged half: Keep only; setns is
+	// refused outright.
+	Worker
+	// Monitor is the root half: MonitorKeep, and no files at all but
+	// removing the UAPI socket from its directory.
+	Monitor
+)
+
+// Caps are the capabilities r keeps.
+func (r Role) Caps() []Capability {
+	switch r {
+	case Worker:
+		return Keep
+	case Monitor:
+		return MonitorKeep
+	}
+	return append(append([]Capability(nil), Keep...), sysAdmin)
+}
+
+// Names are r's capabilities' names, comma-separated, in Caps' order.
+func (r Role) Names() string {
+	var names []string
+	for _, c := range r.Caps() {
+		names = append(names, c.Name)
 	}
 	return strings.Join(names, ",")
 }
 
-// KeepMask is Keep as a capability bit mask (CapEff in /proc/PID/status).
-func KeepMask() uint64 {
+// Mask is r's capabilities as a bit mask (CapEff in /proc/PID/status).
+func (r Role) Mask() uint64 {
 	var m uint64
-	for _, c := range Keep {
+	for _, c := range r.Caps() {
 		m |= 1 << c.Bit
 	}
 	return m
 }
+
+// KeepNames is Keep's names, comma-separated, in Keep's order.
+func KeepNames() string { return Worker.Names() }
+
+// KeepMask is Keep as a capability bit mask.
+func KeepMask() uint64 { return Worker.Mask() }
 
 // Deny are the system calls the filter refuses with EPERM. The filter is a
 // deny list over a default of allow, on purpose: an allow list would have
@@ -89,8 +136,9 @@ var Deny = []string{
 	"kcmp", "pidfd_getfd",
 	// Running anything else: the daemon never execs after start.
 	"execve", "execveat",
-	// File systems and namespaces (setns is allowed for network namespaces
-	// only, see DenySetnsExcept; clone with namespace flags, see
+	// File systems and namespaces (setns is refused to the worker and
+	// allowed to the others for network namespaces only, see
+	// DenySetnsExcept; clone with namespace flags, see
 	// CloneNamespaceFlags).
 	"mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
 	"fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "unshare",
@@ -150,8 +198,9 @@ const (
 )
 
 // DenySetnsExcept is the one namespace type setns may join
-// (CLONE_NEWNET): tun follows its interface into another network
-// namespace; any other type (mount, user, pid) is refused.
+// (CLONE_NEWNET), for the roles that keep CAP_SYS_ADMIN: tun (Whole) or
+// the monitor opens route sockets in the namespace the interface was
+// moved to; any other type (mount, user, pid) is refused.
 const DenySetnsExcept = 0x40000000
 
 // CloneNamespaceFlags are clone's flags that create namespaces; clone
@@ -169,8 +218,11 @@ var CloneNamespaceFlags = []uint64{
 	0x40000000, // CLONE_NEWNET
 }
 
-// Config says what the daemon still reads and writes after start.
+// Config says what the daemon still reads and writes after start. The
+// zero value is the policy of a daemon that runs as one process.
 type Config struct {
+	// Role is the process the policy is for.
+	Role Role
 	// SocketDir holds the UAPI socket, removed at exit.
 	SocketDir string
 	// WriteFiles are files the daemon creates later (a heap profile
@@ -209,6 +261,10 @@ var ReadDirs = []string{"/proc", "/usr/lib", "/usr/lib64", "/lib", "/lib64"}
 // (shadow, keys, other daemons' configuration) stays out of reach: the
 // daemon is root, which owns those files, so file permissions would not
 // stop it.
+//
+// That is for a daemon that runs as root in one process (Whole); the
+// worker of a separated daemon is not root, so file modes protect those
+// secrets from it, and it may read all of /etc.
 //
 // The price: Landlock rules are tied to inodes, so a file in /etc
 // replaced by rename (dhclient rewriting resolv.conf, an editor saving
@@ -283,13 +339,14 @@ type Status struct {
 	Scoped      bool     // Landlock's signal and abstract Unix socket scopes (ABI 6)
 	ScopedUnix  bool     // the abstract Unix socket scope alone (a rootless mode that signals its namespace child)
 	UnixSockets string   // "landlock" (confined, ABI 9), "refused" (seccomp), "" (open)
+	UID         int      // the process's user
 	Problems    []string // what could not be applied, and why
 }
 
 // String is the one line the start-up log and `fips-go show` print:
-// "caps=net_admin,net_bind_service,sys_admin no_new_privs seccomp
-// landlock=v7 scoped=signal,abstract_unix unix_sockets=refused", with
-// what is missing named.
+// "caps=net_admin,net_bind_service no_new_privs seccomp landlock=v7
+// scoped=signal,abstract_unix unix_sockets=refused uid=61234", with what
+// is missing named.
 func (s Status) String() string {
 	switch {
 	case s.Off:
@@ -324,5 +381,6 @@ func (s Status) String() string {
 	if s.UnixSockets != "" {
 		parts = append(parts, "unix_sockets="+s.UnixSockets)
 	}
+	parts = append(parts, fmt.Sprintf("uid=%d", s.UID))
 	return strings.Join(parts, " ")
 }

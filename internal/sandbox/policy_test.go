@@ -7,17 +7,30 @@ import (
 	"testing"
 )
 
-// The capabilities kept are exactly the three the code names, each with
-// its reason; everything else is dropped.
+// The capabilities kept are exactly the ones the code names, each with
+// its reason; everything else is dropped. The worker has no
+// CAP_SYS_ADMIN.
 func TestKeepIsNamed(t *testing.T) {
-	if got := KeepNames(); got != "net_admin,net_bind_service,sys_admin" {
-		t.Fatalf("KeepNames() = %q", got)
+	for _, tc := range []struct {
+		r     Role
+		names string
+		mask  uint64 // CAP_NET_BIND_SERVICE 10, CAP_NET_ADMIN 12, CAP_SYS_ADMIN 21
+	}{
+		{Worker, "net_admin,net_bind_service", 1<<10 | 1<<12},
+		{Whole, "net_admin,net_bind_service,sys_admin", 1<<10 | 1<<12 | 1<<21},
+		{Monitor, "sys_admin,net_admin", 1<<12 | 1<<21},
+	} {
+		if got := tc.r.Names(); got != tc.names {
+			t.Errorf("role %d: Names() = %q, want %q", tc.r, got, tc.names)
+		}
+		if got := tc.r.Mask(); got != tc.mask {
+			t.Errorf("role %d: Mask() = %#x, want %#x", tc.r, got, tc.mask)
+		}
 	}
-	// CAP_NET_BIND_SERVICE 10, CAP_NET_ADMIN 12, CAP_SYS_ADMIN 21.
-	if got, want := KeepMask(), uint64(1<<10|1<<12|1<<21); got != want {
-		t.Fatalf("KeepMask() = %#x, want %#x", got, want)
+	if KeepNames() != Worker.Names() || KeepMask() != Worker.Mask() {
+		t.Errorf("Keep is not the worker's")
 	}
-	for _, c := range Keep {
+	for _, c := range append(Whole.Caps(), MonitorKeep...) {
 		if len(c.Why) < 40 {
 			t.Errorf("%s: the reason it is kept is missing or too short: %q", c.Name, c.Why)
 		}
@@ -136,9 +149,9 @@ func TestStatusString(t *testing.T) {
 		{Status{Off: true}, "off"},
 		{Status{Unsupported: true}, "unsupported on this system"},
 		{Status{Caps: "net_admin,net_bind_service,sys_admin", NoNewPrivs: true, Seccomp: true, Landlock: 5},
-			"caps=net_admin,net_bind_service,sys_admin no_new_privs seccomp landlock=v5"},
-		{Status{Caps: "net_admin", NoNewPrivs: true, Seccomp: true}, "caps=net_admin no_new_privs seccomp landlock unavailable"},
-		{Status{}, "caps not dropped no seccomp landlock unavailable"},
+			"caps=net_admin,net_bind_service,sys_admin no_new_privs seccomp landlock=v5 uid=0"},
+		{Status{Caps: "net_admin", NoNewPrivs: true, Seccomp: true, UID: 61234}, "caps=net_admin no_new_privs seccomp landlock unavailable uid=61234"},
+		{Status{}, "caps not dropped no seccomp landlock unavailable uid=0"},
 	} {
 		if got := tc.s.String(); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.s, got, tc.want)

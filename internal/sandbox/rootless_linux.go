@@ -23,7 +23,7 @@ import (
 // the kernel does not allow is left out and named in Status.Problems; the
 // others still apply.
 func ApplyRootless(c RootlessConfig) Status {
-	var st Status
+	st := Status{UID: os.Getuid()}
 	_ = time.Local.String() // as in Apply: /etc/localtime is hidden next
 	if err := dropAllCaps(); err != nil {
 		st.Problems = append(st.Problems, "capabilities: "+err.Error())
@@ -56,7 +56,7 @@ func ApplyRootless(c RootlessConfig) Status {
 	if unixOK {
 		st.UnixSockets = "landlock"
 	}
-	checkThreads(&st)
+	checkThreads(&st, 0)
 	return st
 }
 

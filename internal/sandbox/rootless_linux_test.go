@@ -362,7 +362,7 @@ func TestRootlessPolicy(t *testing.T) {
 	if NetlinkSockDiag != unix.NETLINK_SOCK_DIAG {
 		t.Errorf("NetlinkSockDiag %d, want %d", NetlinkSockDiag, unix.NETLINK_SOCK_DIAG)
 	}
-	if got := (Status{Caps: "none", NoNewPrivs: true, Seccomp: true, Landlock: 7, ScopedUnix: true, UnixSockets: "refused"}).String(); got != "caps=none no_new_privs seccomp landlock=v7 scoped=abstract_unix unix_sockets=refused" {
+	if got := (Status{Caps: "none", NoNewPrivs: true, Seccomp: true, Landlock: 7, ScopedUnix: true, UnixSockets: "refused", UID: 1000}).String(); got != "caps=none no_new_privs seccomp landlock=v7 scoped=abstract_unix unix_sockets=refused uid=1000" {
 		t.Errorf("status %q", got)
 	}
 }

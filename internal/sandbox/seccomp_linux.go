@@ -11,8 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// seccompPolicy is the filter for the running architecture: Deny, setns
-// but for network namespaces, clone with namespace flags, the SelfOnly
+// seccompPolicy is the filter for the running architecture and role r:
+// Deny, setns (the worker) or setns but for network namespaces (the
+// others), clone with namespace flags, the SelfOnly
 // calls aimed at another process (self is pid), pidfd_send_signal with a
 // signal, and sockets of other families (AF_UNIX too unless unixOK)
 // answered EPERM, and clone3 ENOSYS.
@@ -20,7 +21,7 @@ import (
 // Every condition refuses on inequality to what is allowed, compared on
 // all 64 bits: an argument the kernel reads as a 32-bit int with junk in
 // its upper half differs from every allowed value and is refused too.
-func seccompPolicy(unixOK bool, pid int) (*seccomp.Policy, error) {
+func seccompPolicy(r Role, unixOK bool, pid int) (*seccomp.Policy, error) {
 	info, err := arch.GetInfo("")
 	if err != nil {
 		return nil, err
@@ -30,6 +31,9 @@ func seccompPolicy(unixOK bool, pid int) (*seccomp.Policy, error) {
 		if _, ok := info.SyscallNames[n]; ok {
 			names = append(names, n)
 		}
+	}
+	if r == Worker {
+		names = append(names, "setns")
 	}
 	conds := []seccomp.NameWithConditions{{
 		Name: "setns",
@@ -133,8 +137,8 @@ func littleEndian() bool {
 // loadSeccomp installs, on all threads (TSYNC), first the guard, then the
 // policy. go-seccomp-bpf lets other architectures through to the default
 // action, which is why the guard is a filter of its own.
-func loadSeccomp(unixOK bool, pid int) error {
-	p, err := seccompPolicy(unixOK, pid)
+func loadSeccomp(r Role, unixOK bool, pid int) error {
+	p, err := seccompPolicy(r, unixOK, pid)
 	if err != nil {
 		return err
 	}

@@ -198,8 +198,12 @@ func uapiGet(path string) error {
 func (n *node) socketPath() string { return "/var/run/wireguard/" + n.iface + ".sock" }
 
 // findDaemon returns the pid of the process running bin for iface, or 0.
+// A fips-go daemon whose privileges are separated is two such processes,
+// a root monitor and its worker; the worker, which handles the packets,
+// is the one returned.
 func findDaemon(bin, iface string) int {
 	ents, _ := os.ReadDir("/proc")
+	found := 0
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -211,11 +215,32 @@ func findDaemon(bin, iface string) int {
 		}
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-		if len(args) > 0 && args[len(args)-1] == iface {
-			return pid
+		if len(args) == 0 || args[len(args)-1] != iface {
+			continue
+		}
+		if found == 0 || procUID(pid) != 0 {
+			found = pid
 		}
 	}
-	return 0
+	return found
+}
+
+// procUID is the real uid of pid (-1 if it cannot be read).
+func procUID(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				if uid, err := strconv.Atoi(f[0]); err == nil {
+					return uid
+				}
+			}
+		}
+	}
+	return -1
 }
 
 // alive reports whether the daemon process still exists (and is not a
