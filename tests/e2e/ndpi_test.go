@@ -24,6 +24,7 @@ func TestNDPIDoesNotSeeWireGuard(t *testing.T) {
 	}{
 		{"plain", nil},
 		{"awg1.0", awgArgs},
+		{"awg2.0", awg2Args},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			pcap := filepath.Join(t.TempDir(), c.name+".pcap")
