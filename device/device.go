@@ -72,6 +72,7 @@ type Device struct {
 	static  atomic.Pointer[noise.Static] // nil: no private key
 	checker atomic.Pointer[noise.CookieChecker]
 	obfs    atomic.Pointer[obfs.Params] // nil: off (see Obfuscation)
+	s4      atomic.Int32                // see transportPadding
 
 	peersMu sync.RWMutex // guards peers
 	peers   map[noise.PublicKey]*Peer
@@ -283,7 +284,7 @@ func (d *Device) mtuChanged() {
 	d.mtu.Store(int32(mtu))
 	d.sizeTSO(mtu)
 	old := d.pools.Load()
-	if need := bufSizeFor(mtu); need > old.full.bufSize {
+	if need := bufSizeFor(mtu) + d.transportPadding(); need > old.full.bufSize {
 		d.pools.Store(d.newPools(need))
 		old.full.retire()
 		old.small.retire()

@@ -254,10 +254,11 @@ func (d *Device) queueCookieReply(checker *noise.CookieChecker, msg []byte, ep c
 	if err != nil {
 		return
 	}
-	out.bufs[out.n] = reply.AppendTo(out.msgs[out.n][:0])
-	if ob := d.obfs.Load(); ob != nil {
-		ob.SetType(out.bufs[out.n], noise.TypeCookieReply)
+	b, _, err := wrapHandshake(d.obfs.Load(), noise.TypeCookieReply, out.msgs[out.n][:0], d.opts.Rand, reply.AppendTo)
+	if err != nil {
+		return
 	}
+	out.bufs[out.n] = b
 	out.eps[out.n] = ep
 	out.n++
 }

@@ -4,33 +4,51 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
+	"time"
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device/internal/obfs"
 	"github.com/fips-go/fips-go/device/noise"
 )
 
-// Obfuscation is AmneziaWG 1.0's disguise of the wire format, with
-// amneziawg-go's parameters (and its UAPI keys, in lower case). The zero
-// value is off: the wire is WireGuard's, byte for byte. Both ends must use
-// the same values, Jc, Jmin and Jmax excepted (they only shape what a
-// sender sends).
+// Obfuscation is AmneziaWG's disguise of the wire format (versions 1.0 and
+// 2.0), with amneziawg-go's parameters (and its UAPI keys, in lower case).
+// The zero value is off: the wire is WireGuard's, byte for byte. Both ends
+// must use the same S and H values; Jc, Jmin, Jmax and I1 to I5 only shape
+// what a sender sends.
 type Obfuscation struct {
 	// Jc junk datagrams of Jmin to Jmax random bytes go before every
 	// handshake initiation (Jc at most 128, Jmax at most 1280).
 	Jc, Jmin, Jmax int
-	// S1 and S2 random bytes go before each initiation and response
-	// (each padded message at most 1280 bytes; the two not of one size).
-	S1, S2 int
+	// S1, S2 and S3 random bytes go before each initiation, response and
+	// cookie reply (each padded message at most 1280 bytes; no two of one
+	// size), S4 (at most 256) before each transport message, which makes
+	// every data datagram S4 bytes longer: lower the tunnel MTU by S4.
+	S1, S2, S3, S4 int
 	// H1 to H4 replace the message types 1 to 4 (initiation, response,
-	// cookie reply, transport); 0 keeps the standard type. Once one is
-	// set, the standard type it replaces is dropped on receive.
-	H1, H2, H3, H4 uint32
+	// cookie reply, transport); 0 keeps the standard type. HnMax, when not
+	// 0, makes Hn a range Hn..HnMax, from which each message's type is
+	// drawn at random. Once one is set, the standard type it replaces is
+	// dropped on receive; the four ranges must not overlap.
+	H1, H2, H3, H4             uint32
+	H1Max, H2Max, H3Max, H4Max uint32
+	// I1 to I5 are signature packets sent, in order, before the junk that
+	// precedes an initiation, in amneziawg-go's tag language ("<b 0x1234>
+	// <r 16> <t>"); "" sends none.
+	I1, I2, I3, I4, I5 string
 }
 
 func (o *Obfuscation) params() obfs.Params {
-	return obfs.Params{Jc: o.Jc, Jmin: o.Jmin, Jmax: o.Jmax, S1: o.S1, S2: o.S2,
-		H: [4]uint32{o.H1, o.H2, o.H3, o.H4}}.Normalize()
+	rng := func(lo, hi uint32) obfs.Range {
+		if hi == 0 {
+			hi = lo
+		}
+		return obfs.Range{Lo: lo, Hi: hi}
+	}
+	return obfs.Params{Jc: o.Jc, Jmin: o.Jmin, Jmax: o.Jmax, S1: o.S1, S2: o.S2, S3: o.S3, S4: o.S4,
+		H: [4]obfs.Range{rng(o.H1, o.H1Max), rng(o.H2, o.H2Max), rng(o.H3, o.H3Max), rng(o.H4, o.H4Max)},
+		I: [5]string{o.I1, o.I2, o.I3, o.I4, o.I5}}.Normalize()
 }
 
 func validateObfuscation(o *Obfuscation) error {
@@ -44,30 +62,51 @@ func validateObfuscation(o *Obfuscation) error {
 	return nil
 }
 
-// setObfuscation installs o; called by Apply after validation.
+// setObfuscation installs o; called by Apply after validation. Packet
+// buffers grow by S4 first (see transportPadding), so that a padded
+// datagram fits whichever buffer it is sent from or received into.
 func (d *Device) setObfuscation(o *Obfuscation) {
 	p := o.params()
 	if !p.On() {
 		d.obfs.Store(nil)
 		return
 	}
+	if p.S4 > 0 {
+		d.s4.Store(int32(p.S4))
+		d.mtuChanged()
+	}
 	d.obfs.Store(&p)
 }
+
+// transportPadding is the largest S4 ever set: the room packet buffers keep
+// for it. It never shrinks, so a batch in flight when S4 changes still fits.
+func (d *Device) transportPadding() int { return int(d.s4.Load()) }
 
 func (d *Device) obfuscationStatus() Obfuscation {
 	p := d.obfs.Load()
 	if p == nil {
 		return Obfuscation{}
 	}
-	return Obfuscation{Jc: p.Jc, Jmin: p.Jmin, Jmax: p.Jmax, S1: p.S1, S2: p.S2,
-		H1: p.H[0], H2: p.H[1], H3: p.H[2], H4: p.H[3]}
+	o := Obfuscation{Jc: p.Jc, Jmin: p.Jmin, Jmax: p.Jmax, S1: p.S1, S2: p.S2, S3: p.S3, S4: p.S4,
+		I1: p.I[0], I2: p.I[1], I3: p.I[2], I4: p.I[3], I5: p.I[4]}
+	lo := [4]*uint32{&o.H1, &o.H2, &o.H3, &o.H4}
+	hi := [4]*uint32{&o.H1Max, &o.H2Max, &o.H3Max, &o.H4Max}
+	for i, r := range p.H {
+		*lo[i] = r.Lo
+		if r.Hi != r.Lo {
+			*hi[i] = r.Hi
+		}
+	}
+	return o
 }
 
 // unwrap classifies a received datagram under ob (nil: off). It returns the
 // standard type and the message without its padding, its type word still
 // the configured one (the handshake MACs cover it). A transport message
-// gets its standard type word back in place for the transport parser,
-// which checks no MAC. ok is false for junk and anything malformed.
+// gets its standard type word back for the transport parser, which checks
+// no MAC, and is moved to the start of msg (where the crypto workers look
+// for it): its size is then len(out). ok is false for junk and anything
+// malformed.
 func unwrap(ob *obfs.Params, msg []byte) (typ uint32, out []byte, ok bool) {
 	if ob == nil {
 		return noise.PeekType(msg), msg, true
@@ -76,11 +115,14 @@ func unwrap(ob *obfs.Params, msg []byte) (typ uint32, out []byte, ok bool) {
 	if !ok {
 		return 0, nil, false
 	}
-	msg = msg[off:]
 	if typ == noise.TypeTransport {
+		if off > 0 {
+			msg = msg[:copy(msg, msg[off:])]
+		}
 		obfs.Standard(msg, typ)
+		return typ, msg, true
 	}
-	return typ, msg, true
+	return typ, msg[off:], true
 }
 
 // standardType is the standard type of a queued handshake message's type
@@ -111,37 +153,65 @@ func wrapHandshake(ob *obfs.Params, typ uint32, dst []byte, rand io.Reader, appe
 	dst = appendMsg(dst)
 	msg = dst[start+pad:]
 	if ob != nil {
-		ob.SetType(msg, typ)
+		ob.SetType(msg, typ, mrand.Uint32())
 	}
 	return dst, msg, nil
 }
 
-// sendJunk sends the junk datagrams that precede an initiation to ep.
+// sendJunk sends the datagrams that precede an initiation to ep: the
+// signature packets I1 to I5 that are set, then Jc junk datagrams.
 // Failures are not the handshake's: the initiation goes out regardless.
 func (d *Device) sendJunk(ob *obfs.Params, ep conn.Endpoint) {
-	if ob == nil || ob.Jc == 0 {
+	if ob == nil {
 		return
+	}
+	var junk [][]byte
+	now := time.Now() // the wall clock: <t> is a Unix time
+	for _, spec := range ob.I {
+		sig, err := obfs.ParseSignature(spec) // validated by Apply
+		if err != nil || sig == nil {
+			continue
+		}
+		b, err := sig.Append(make([]byte, 0, sig.Len()), now, d.opts.Rand)
+		if err != nil {
+			return
+		}
+		junk = append(junk, b)
 	}
 	sizes := make([]byte, 4*ob.Jc)
 	if _, err := io.ReadFull(d.opts.Rand, sizes); err != nil {
 		return
 	}
-	junk := make([][]byte, ob.Jc)
-	for i := range junk {
-		junk[i] = make([]byte, ob.JunkSize(binary.LittleEndian.Uint32(sizes[4*i:])))
-		if _, err := io.ReadFull(d.opts.Rand, junk[i]); err != nil {
+	for i := range ob.Jc {
+		b := make([]byte, ob.JunkSize(binary.LittleEndian.Uint32(sizes[4*i:])))
+		if _, err := io.ReadFull(d.opts.Rand, b); err != nil {
 			return
 		}
+		junk = append(junk, b)
 	}
-	if d.bind.Send(junk, ep) != nil {
+	if len(junk) > 0 && d.bind.Send(junk, ep) != nil {
 		d.ctr.inc(cTxSendErrors)
 	}
 }
 
-// transportType is the type word sealed transport messages carry.
-func (d *Device) transportType() uint32 {
-	if ob := d.obfs.Load(); ob != nil {
-		return ob.Type(noise.TypeTransport)
+// disguise gives a sealed transport datagram buf[:n] its configured type
+// word and S4 random bytes in front, moving it up by S4, and returns its
+// new size: 0 when buf has no room (the caller drops it). Every datagram of
+// a batch grows by the same S4, so equal sizes stay equal for UDP GSO.
+func disguise(ob *obfs.Params, buf []byte, n int) int {
+	ob.SetType(buf, noise.TypeTransport, mrand.Uint32())
+	pad := ob.S4
+	if pad == 0 {
+		return n
 	}
-	return noise.TypeTransport
+	if pad+n > len(buf) {
+		return 0
+	}
+	copy(buf[pad:pad+n], buf[:n])
+	for i := 0; i < pad; i += 8 {
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], mrand.Uint64())
+		copy(buf[i:pad], w[:])
+	}
+	return pad + n
 }

@@ -32,6 +32,7 @@ func (d *Device) routeInbound(rb *batch, n int) *batch {
 				mixed = true
 				continue
 			}
+			rb.sizes[i] = len(msg) // unwrap moved it to the start
 			e, ok := d.index.Lookup(binary.LittleEndian.Uint32(msg[4:8]))
 			if !ok || e.kp == nil {
 				d.ctr.inc(cRxUnknownIndex)

@@ -1,7 +1,6 @@
 package device
 
 import (
-	"encoding/binary"
 	"math/rand/v2"
 	"time"
 
@@ -317,7 +316,7 @@ func (p *Peer) sendKeepalive(now time.Time) {
 func (d *Device) seal(b *batch) {
 	kp := b.sendKP
 	mtu := int(d.mtu.Load())
-	typ := d.transportType()
+	ob := d.obfs.Load()
 	dropped := 0
 	b.peer.aqmOutbound(b, d.now())
 	for i := 0; i < b.n; i++ {
@@ -337,15 +336,17 @@ func (d *Device) seal(b *batch) {
 		}
 		clear(buf[stagedFrom+size : stagedFrom+padded])
 		noise.PutTransportHeader(buf[:noise.TransportHeaderSize], kp.RemoteIndex, b.counters[i])
-		if typ != noise.TypeTransport {
-			binary.LittleEndian.PutUint32(buf, typ)
-		}
 		out := kp.Seal(&b.nonce, buf[stagedFrom:stagedFrom], b.counters[i], buf[stagedFrom:stagedFrom+padded])
 		if len(out) != padded+noise.TagSize {
 			dropped++
 			continue
 		}
 		b.sizes[i] = stagedFrom + padded + noise.TagSize
+		if ob != nil {
+			if b.sizes[i] = disguise(ob, buf, b.sizes[i]); b.sizes[i] == 0 {
+				d.ctr.inc(cTxTooBig)
+			}
+		}
 	}
 	kp.Release()
 	if dropped > 0 {

@@ -8,17 +8,25 @@ import (
 	"github.com/fips-go/fips-go/device"
 )
 
-// The AmneziaWG keys, as amneziawg-go and awg(8) name them: the same words
-// in UAPI requests (lower case), in `set` arguments and, without regard to
-// case, in a configuration file's [Interface] section (Jc = 4).
+// The AmneziaWG keys, as amneziawg-go (v0.2.19) and awg(8) name them: the
+// same words in UAPI requests (lower case), in `set` arguments and, without
+// regard to case, in a configuration file's [Interface] section (Jc = 4).
 //
-//	jc=<n>  jmin=<n>  jmax=<n>  s1=<n>  s2=<n>  h1=<u32> .. h4=<u32>
+//	jc=<n> jmin=<n> jmax=<n> s1=<n> .. s4=<n>
+//	h1=<u32>[-<u32>] .. h4=<u32>[-<u32>]   a type or a range of types
+//	i1=<tags> .. i5=<tags>                 signature packets ("<b 0x12> <r 4>")
 //
-// As in amneziawg-go, a request or file that names any of them replaces all
-// nine: the ones it does not name are 0 (off, or the standard type). One
-// that names none leaves them as they are. device.Obfuscation says what the
-// values mean and Apply checks them together.
-var obfsKeys = [...]string{"jc", "jmin", "jmax", "s1", "s2", "h1", "h2", "h3", "h4"}
+// As fips-go has always read them, a request or file that names any of them
+// replaces all of them: the ones it does not name are 0 (off, the standard
+// type, no packet). One that names none leaves them as they are.
+// device.Obfuscation says what the values mean and Apply checks them
+// together.
+var obfsKeys = [...]string{"jc", "jmin", "jmax", "s1", "s2", "s3", "s4",
+	"h1", "h2", "h3", "h4", "i1", "i2", "i3", "i4", "i5"}
+
+// obfsNames are obfsKeys as a configuration file writes them.
+var obfsNames = [...]string{"Jc", "Jmin", "Jmax", "S1", "S2", "S3", "S4",
+	"H1", "H2", "H3", "H4", "I1", "I2", "I3", "I4", "I5"}
 
 // isObfsKey reports whether key (lower case) is one of obfsKeys.
 func isObfsKey(key string) bool {
@@ -30,81 +38,122 @@ func isObfsKey(key string) bool {
 	return false
 }
 
+// obfsField is one key's place in device.Obfuscation: an integer, a type
+// range (lo, hi: hi 0 for a single type) or a signature specification.
+type obfsField struct {
+	n      *int
+	lo, hi *uint32
+	s      *string
+}
+
 // obfsFields lists o's fields in obfsKeys' order.
-func obfsFields(o *device.Obfuscation) (ints [5]*int, hs [4]*uint32) {
-	return [5]*int{&o.Jc, &o.Jmin, &o.Jmax, &o.S1, &o.S2}, [4]*uint32{&o.H1, &o.H2, &o.H3, &o.H4}
+func obfsFields(o *device.Obfuscation) [len(obfsKeys)]obfsField {
+	return [...]obfsField{{n: &o.Jc}, {n: &o.Jmin}, {n: &o.Jmax}, {n: &o.S1}, {n: &o.S2}, {n: &o.S3}, {n: &o.S4},
+		{lo: &o.H1, hi: &o.H1Max}, {lo: &o.H2, hi: &o.H2Max}, {lo: &o.H3, hi: &o.H3Max}, {lo: &o.H4, hi: &o.H4Max},
+		{s: &o.I1}, {s: &o.I2}, {s: &o.I3}, {s: &o.I4}, {s: &o.I5}}
 }
 
 // setObfsKey parses value into the field key (lower case) names, creating
 // *o on first use. Integers are read as amneziawg-go reads them (decimal,
 // a sign allowed: Apply refuses what is out of range); types as unsigned
-// 32-bit decimals.
+// 32-bit decimals, a range as two joined by '-'; signature packets are
+// kept as written and checked by Apply.
 func setObfsKey(o **device.Obfuscation, key, value string) error {
 	if *o == nil {
 		*o = new(device.Obfuscation)
 	}
-	ints, hs := obfsFields(*o)
+	fields := obfsFields(*o)
 	for i, k := range obfsKeys {
 		if k != key {
 			continue
 		}
-		if i < len(ints) {
-			if len(value) > 11 {
-				return fmt.Errorf("%q is not a number", shorten(value))
-			}
+		f := fields[i]
+		switch {
+		case f.n != nil:
 			n, err := strconv.Atoi(value)
-			if err != nil {
+			if len(value) > 11 || err != nil {
 				return fmt.Errorf("%q is not a number", shorten(value))
 			}
-			*ints[i] = n
-			return nil
+			*f.n = n
+		case f.lo != nil:
+			lo, hi, err := parseTypeRange(value)
+			if err != nil {
+				return err
+			}
+			*f.lo, *f.hi = lo, hi
+		default:
+			*f.s = value
 		}
-		n, err := parseDecimal([]byte(value), 32)
-		if err != nil {
-			return err
-		}
-		*hs[i-len(ints)] = uint32(n)
 		return nil
 	}
 	return fmt.Errorf("%q is not an obfuscation key", shorten(key))
 }
 
-// appendObfs appends o as UAPI lines: every key when all is set (a set
-// request replaces all nine), else only those that are not 0 (a get reply,
-// as amneziawg-go writes it).
+// parseTypeRange reads "N" (hi 0) or "N-M" (M >= N).
+func parseTypeRange(v string) (lo, hi uint32, err error) {
+	a, b, isRange := strings.Cut(v, "-")
+	n, err := parseDecimal([]byte(a), 32)
+	if err != nil {
+		return 0, 0, err
+	}
+	if !isRange {
+		return uint32(n), 0, nil
+	}
+	m, err := parseDecimal([]byte(b), 32)
+	if err != nil {
+		return 0, 0, err
+	}
+	if m < n {
+		return 0, 0, fmt.Errorf("%q is an empty range", shorten(v))
+	}
+	return uint32(n), uint32(m), nil
+}
+
+// obfsValue formats field f; "" when it is 0 (unset).
+func obfsValue(f obfsField) string {
+	switch {
+	case f.n != nil:
+		if *f.n == 0 {
+			return ""
+		}
+		return strconv.Itoa(*f.n)
+	case f.lo != nil:
+		if *f.lo == 0 && *f.hi == 0 {
+			return ""
+		}
+		if *f.hi == 0 || *f.hi == *f.lo {
+			return strconv.FormatUint(uint64(*f.lo), 10)
+		}
+		return strconv.FormatUint(uint64(*f.lo), 10) + "-" + strconv.FormatUint(uint64(*f.hi), 10)
+	}
+	return *f.s
+}
+
+// appendObfs appends o's keys that are set as UAPI lines, as amneziawg-go
+// writes a get reply. A set request (all) that would name none names s1=0
+// instead, so that it still turns obfuscation off: a key left out means 0
+// to fips-go, and leaving the zeros out keeps the request acceptable to
+// amneziawg-go, which refuses jc=0 and reads h1=0 as the type 0.
 func appendObfs(b []byte, o device.Obfuscation, all bool) []byte {
-	ints, hs := obfsFields(&o)
-	for i, k := range obfsKeys {
-		var v int64
-		if i < len(ints) {
-			v = int64(*ints[i])
-		} else {
-			v = int64(*hs[i-len(ints)])
+	if all && o == (device.Obfuscation{}) {
+		return append(b, "s1=0\n"...)
+	}
+	for i, f := range obfsFields(&o) {
+		if v := obfsValue(f); v != "" {
+			b = append(b, obfsKeys[i]...)
+			b = append(b, '=')
+			b = append(b, v...)
+			b = append(b, '\n')
 		}
-		if v == 0 && !all {
-			continue
-		}
-		b = append(b, k...)
-		b = append(b, '=')
-		b = strconv.AppendInt(b, v, 10)
-		b = append(b, '\n')
 	}
 	return b
 }
 
 // formatObfs writes o's set keys as configuration file lines (Jc = 4).
 func formatObfs(b *strings.Builder, o device.Obfuscation) {
-	ints, hs := obfsFields(&o)
-	names := [...]string{"Jc", "Jmin", "Jmax", "S1", "S2", "H1", "H2", "H3", "H4"}
-	for i, name := range names {
-		var v int64
-		if i < len(ints) {
-			v = int64(*ints[i])
-		} else {
-			v = int64(*hs[i-len(ints)])
-		}
-		if v != 0 {
-			fmt.Fprintf(b, "%s = %d\n", name, v)
+	for i, f := range obfsFields(&o) {
+		if v := obfsValue(f); v != "" {
+			fmt.Fprintf(b, "%s = %s\n", obfsNames[i], v)
 		}
 	}
 }

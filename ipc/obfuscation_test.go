@@ -103,3 +103,56 @@ func TestSetArgsObfuscation(t *testing.T) {
 		t.Fatal("h2 x accepted")
 	}
 }
+
+var awg2Params = device.Obfuscation{Jc: 4, Jmin: 40, Jmax: 70, S1: 52, S2: 37, S3: 21, S4: 13,
+	H1: 100000, H1Max: 199999, H2: 200000, H2Max: 299999, H3: 300000, H3Max: 399999, H4: 400000, H4Max: 4000000000,
+	I1: "<b 0xc0ffee> <r 8> <t>", I3: "<rc 5>"}
+
+const awg2Lines = "jc=4\njmin=40\njmax=70\ns1=52\ns2=37\ns3=21\ns4=13\nh1=100000-199999\nh2=200000-299999\n" +
+	"h3=300000-399999\nh4=400000-4000000000\ni1=<b 0xc0ffee> <r 8> <t>\ni3=<rc 5>\n"
+
+// AmneziaWG 2.0's keys: through a set request, a get reply, a
+// configuration file and `set` arguments, and back.
+func TestObfuscation2Keys(t *testing.T) {
+	cfg := mustParseSet(t, awg2Lines+"\n")
+	if cfg.Obfuscation == nil || *cfg.Obfuscation != awg2Params {
+		t.Fatalf("set: got %+v", cfg.Obfuscation)
+	}
+	var b bytes.Buffer
+	if err := ipc.WriteSet(&b, &device.Config{Obfuscation: &awg2Params}); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != awg2Lines+"\n" {
+		t.Fatalf("WriteSet wrote\n%s", b.String())
+	}
+	b.Reset()
+	if err := ipc.WriteSet(&b, &device.Config{Obfuscation: &device.Obfuscation{}}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg := mustParseSet(t, b.String()); cfg.Obfuscation == nil || *cfg.Obfuscation != (device.Obfuscation{}) {
+		t.Fatalf("turning off wrote %q, read %+v", b.String(), cfg.Obfuscation)
+	}
+	_, dir := startServer(t, &mapHandler{st: device.Status{Obfuscation: awg2Params}}, ipc.ServeOptions{})
+	got, err := dial(t, dir).Get()
+	if err != nil || got.Obfuscation != awg2Params {
+		t.Fatalf("get: %+v, %v", got.Obfuscation, err)
+	}
+	text := ipc.FormatConfig(device.Status{Obfuscation: awg2Params})
+	for _, line := range []string{"S3 = 21\n", "S4 = 13\n", "H4 = 400000-4000000000\n", "I1 = <b 0xc0ffee> <r 8> <t>\n"} {
+		if !strings.Contains(text, line) {
+			t.Errorf("showconf lacks %q:\n%s", line, text)
+		}
+	}
+	if back := parseConf(t, text); back.Obfuscation == nil || *back.Obfuscation != awg2Params {
+		t.Fatalf("showconf does not read back: %+v", back.Obfuscation)
+	}
+	args, err := ipc.ParseSetArgs([]string{"s4", "13", "h4", "5-9", "i2", "<r 3>"}, nil, nil)
+	if err != nil || *args.Obfuscation != (device.Obfuscation{S4: 13, H4: 5, H4Max: 9, I2: "<r 3>"}) {
+		t.Fatalf("set args: %+v, %v", args.Obfuscation, err)
+	}
+	for _, bad := range []string{"h1=9-5\n\n", "h1=5-\n\n", "h1=-5\n\n", "h1=1-2-3\n\n", "h2=4294967296-4294967297\n\n", "s3=x\n\n"} {
+		if _, err := ipc.ParseSet(strings.NewReader(bad), 0); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

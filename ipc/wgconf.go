@@ -176,6 +176,11 @@ func (p *confParser) line(raw string) error {
 	if !ok || key == "" {
 		return fmt.Errorf("line unrecognized: %q", shorten(s))
 	}
+	if isSignatureKey(key) {
+		// Tags are separated by spaces ("<b 0x12> <r 4>"): keep them.
+		_, v, _ := strings.Cut(raw, "=")
+		value = strings.TrimSpace(v)
+	}
 	switch p.section {
 	case 1:
 		return p.interfaceKey(key, value)
@@ -265,6 +270,11 @@ func (p *confParser) peerKey(key, value string) error {
 		return fmt.Errorf("unknown [Peer] key %q", shorten(key))
 	}
 	return nil
+}
+
+// isSignatureKey reports whether key is one of AmneziaWG's I1 to I5.
+func isSignatureKey(key string) bool {
+	return len(key) == 2 && (key[0] == 'i' || key[0] == 'I') && key[1] >= '1' && key[1] <= '5'
 }
 
 // removeSpace drops every ASCII space character, as wg(8) does before it

@@ -12,7 +12,7 @@ import (
 // ParseSetArgs parses the arguments of `wg set IFACE ...` (without IFACE):
 //
 //	[listen-port P] [fwmark M|off] [private-key FILE]
-//	[jc N] [jmin N] [jmax N] [s1 N] [s2 N] [h1 N] [h2 N] [h3 N] [h4 N]
+//	[jc N] [jmin N] [jmax N] [s1 N] .. [s4 N] [h1 N[-M]] .. [h4 N[-M]] [i1 TAGS] .. [i5 TAGS]
 //	[peer KEY [remove] [preshared-key FILE] [endpoint HOST:PORT]
 //	          [persistent-keepalive N|off] [allowed-ips A/B[,C/D]...]]...
 //
@@ -70,7 +70,7 @@ func setArgAllowed(arg string, inPeer bool) bool {
 		return true
 	case "listen-port", "fwmark", "private-key":
 		return !inPeer
-	case "jc", "jmin", "jmax", "s1", "s2", "h1", "h2", "h3", "h4":
+	case "jc", "jmin", "jmax", "s1", "s2", "s3", "s4", "h1", "h2", "h3", "h4", "i1", "i2", "i3", "i4", "i5":
 		return !inPeer
 	case "preshared-key", "endpoint", "persistent-keepalive", "allowed-ips":
 		return inPeer

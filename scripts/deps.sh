@@ -20,6 +20,8 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v ncat >/dev/null 2>&1 || need+=(ncat)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
+command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
+command -v ndpiReader >/dev/null 2>&1 || need+=(libndpi-bin)
 command -v resolvconf >/dev/null 2>&1 || true
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then

@@ -158,6 +158,12 @@ var DeviceBadRequests = []BadRequest{
 	bad("h values equal", set("h1=100", "h2=100"), einval),
 	bad("h1 a standard type", set("h1=2"), einval),
 	bad("h4 equal to the standard type h1 keeps", set("h4=1"), einval),
+	bad("s3 too large", set("s3=1217"), einval),
+	bad("s4 too large", set("s4=257"), einval),
+	bad("h ranges overlap", set("h1=100-200", "h2=150"), einval),
+	bad("h range covering a standard type", set("h4=1-10"), einval),
+	bad("i1 unknown tag", set("i1=<x 5>"), einval),
+	bad("i2 text outside tags", set("i2=hello"), einval),
 	bad("valid keys, then an invalid combination", set("private_key="+otherKey, "listen_port=4242", "jc=4", "jmin=9", "jmax=8"), einval),
 }
 

@@ -10,16 +10,29 @@ import (
 // showObfuscation prints the AmneziaWG parameters that are set, one line
 // each, as awg(8) shows them.
 func showObfuscation(bw *bufio.Writer, o device.Obfuscation) {
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{
-		{"jc", int64(o.Jc)}, {"jmin", int64(o.Jmin)}, {"jmax", int64(o.Jmax)},
-		{"s1", int64(o.S1)}, {"s2", int64(o.S2)},
-		{"h1", int64(o.H1)}, {"h2", int64(o.H2)}, {"h3", int64(o.H3)}, {"h4", int64(o.H4)},
+	rng := func(lo, hi uint32) string {
+		if lo == 0 && hi == 0 {
+			return ""
+		}
+		if hi == 0 || hi == lo {
+			return fmt.Sprint(lo)
+		}
+		return fmt.Sprintf("%d-%d", lo, hi)
+	}
+	num := func(n int) string {
+		if n == 0 {
+			return ""
+		}
+		return fmt.Sprint(n)
+	}
+	for _, f := range []struct{ name, v string }{
+		{"jc", num(o.Jc)}, {"jmin", num(o.Jmin)}, {"jmax", num(o.Jmax)},
+		{"s1", num(o.S1)}, {"s2", num(o.S2)}, {"s3", num(o.S3)}, {"s4", num(o.S4)},
+		{"h1", rng(o.H1, o.H1Max)}, {"h2", rng(o.H2, o.H2Max)}, {"h3", rng(o.H3, o.H3Max)}, {"h4", rng(o.H4, o.H4Max)},
+		{"i1", o.I1}, {"i2", o.I2}, {"i3", o.I3}, {"i4", o.I4}, {"i5", o.I5},
 	} {
-		if f.v != 0 {
-			fmt.Fprintf(bw, "  %s: %d\n", f.name, f.v)
+		if f.v != "" {
+			fmt.Fprintf(bw, "  %s: %s\n", f.name, f.v)
 		}
 	}
 }

@@ -18,6 +18,7 @@ const (
 	binFipsGoTimers = "fips-go-testtimers"
 	binWireguardGo  = "wireguard-go"
 	binAmneziaWG    = "amneziawg-go"
+	binAmneziaWG2   = "amneziawg-go-2"
 )
 
 var (
@@ -73,7 +74,7 @@ func build(name string) buildResult {
 		}
 	}
 	if name == binAmneziaWG {
-		return buildAmneziaWG()
+		return buildAmneziaWG(amneziaWGVersion, binAmneziaWG)
 	}
 	root, err := filepath.Abs("../..")
 	if err != nil {
