@@ -27,6 +27,10 @@ type peerProbe struct {
 	dst     netip.AddrPort // the endpoint pr searches
 	max     int            // the tunnel MTU pr searches up to
 	answers pmtu.Bucket    // the peer's probes we answer
+	// kicked: the data path found a probe due. Between searches the
+	// wheel probes only then, so that a confirmation, whose answer is
+	// data, never keeps an idle session alive by itself.
+	kicked bool
 	// ackOwed is the size of a probe to answer (0: none): the receive
 	// path notes it, the wheel sends the answer. One at a time; a newer
 	// probe replaces an older one.
@@ -39,6 +43,11 @@ const (
 	pmtuAnswerRate  = 10
 	pmtuAnswerBurst = 10
 )
+
+// pmtuConfirm is how often a busy peer's path is probed at the size found
+// (one probe): a path that shrinks is noticed within seconds, not at the
+// next search ten minutes later.
+const pmtuConfirm = 10 * time.Second
 
 // probeSender sends one datagram that the path may not fragment.
 type probeSender interface{ SendProbe(b []byte) error }
@@ -91,11 +100,12 @@ func (p *Peer) kickProbe(now time.Time, ep conn.Endpoint) {
 	pp.mu.Lock()
 	if pp.pr == nil || pp.dst != ep.Dst || pp.max != tm {
 		v6 := ep.Dst.Addr().Is6() && !ep.Dst.Addr().Is4In6()
-		pp.pr = pmtu.NewProber(pmtu.ProberOptions{Min: min(probeBase(v6), tm), Max: tm}, now)
+		pp.pr = pmtu.NewProber(pmtu.ProberOptions{Min: min(probeBase(v6), tm), Max: tm, ConfirmInterval: pmtuConfirm}, now)
 		pp.dst, pp.max = ep.Dst, tm
 		p.pmtu.probed.Store(0)
 	}
 	due := !now.Before(pp.pr.Due())
+	pp.kicked = pp.kicked || due
 	pp.mu.Unlock()
 	if due {
 		p.wakeAt(now)
@@ -129,18 +139,18 @@ func (p *Peer) runProbe(now time.Time) {
 		return // the next kick, with traffic, tries again
 	}
 	pp.mu.Lock()
-	if pp.pr == nil {
+	if pp.pr == nil || !pp.pr.Searching() && !pp.kicked {
 		pp.mu.Unlock()
 		return
 	}
-	ep, dst := conn.Endpoint{}, pp.dst
+	dst := pp.dst
 	size := pp.pr.Poll(now)
+	pp.kicked = false
 	next, searching, result := pp.pr.Due(), pp.pr.Searching(), pp.pr.Result()
 	pp.mu.Unlock()
 	p.setProbed(dst, result)
 	if size > 0 {
-		if e, ok := p.endpoint(); ok && e.Dst == dst {
-			ep = e
+		if ep, ok := p.endpoint(); ok && ep.Dst == dst {
 			p.sendProbe(ep, size, now)
 		}
 	}
