@@ -26,6 +26,7 @@ cleanup() {
 trap cleanup EXIT
 
 setup() { # v6 (0/1) tunnel-mtu drop-icmp (0/1)
+  local v6=$1 tmtu=$2 drop=$3
   cleanup
   for n in $NR $NA $NB; do ip netns add $n; ip -n $n link set lo up; done
   ip link add fpa netns $NA type veth peer name fpra netns $NR
@@ -35,11 +36,12 @@ setup() { # v6 (0/1) tunnel-mtu drop-icmp (0/1)
   ip -n $NA addr add fd91:1::1/64 dev fpa nodad; ip -n $NR addr add fd91:1::2/64 dev fpra nodad
   ip -n $NR addr add fd91:2::1/64 dev fprb nodad; ip -n $NB addr add fd91:2::2/64 dev fpb nodad
   ip -n $NR link set fprb mtu 1280; ip -n $NB link set fpb mtu 1280
-  for l in "$NA fpa" "$NR fpra" "$NR fprb" "$NB fpb"; do set -- $l; ip -n "$1" link set "$2" up; done
+  ip -n $NA link set fpa up; ip -n $NR link set fpra up
+  ip -n $NR link set fprb up; ip -n $NB link set fpb up
   ip netns exec $NR sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
   ip -n $NA route add 10.91.2.0/24 via 10.91.1.2; ip -n $NB route add 10.91.1.0/24 via 10.91.2.1
   ip -n $NA -6 route add fd91:2::/64 via fd91:1::2; ip -n $NB -6 route add fd91:1::/64 via fd91:2::1
-  if [ "$3" = 1 ]; then
+  if [ "$drop" = 1 ]; then
     for c in FORWARD OUTPUT; do
       ip netns exec $NR iptables -A $c -p icmp --icmp-type fragmentation-needed -j DROP
       ip netns exec $NR ip6tables -A $c -p icmpv6 --icmpv6-type packet-too-big -j DROP
@@ -48,7 +50,7 @@ setup() { # v6 (0/1) tunnel-mtu drop-icmp (0/1)
   local ka kb epa epb
   ka=$(bin/fips-go genkey); kb=$(bin/fips-go genkey)
   epa=10.91.1.1; epb=10.91.2.2
-  [ "$1" = 1 ] && { epa='[fd91:1::1]'; epb='[fd91:2::2]'; }
+  [ "$v6" = 1 ] && { epa='[fd91:1::1]'; epb='[fd91:2::2]'; }
   ip netns exec $NA env LOG_LEVEL=error bin/fips-go fpwa
   ip netns exec $NB env LOG_LEVEL=error bin/fips-go fpwb
   ip netns exec $NA bin/fips-go set fpwa listen-port 51911 private-key <(echo "$ka") \
@@ -56,7 +58,7 @@ setup() { # v6 (0/1) tunnel-mtu drop-icmp (0/1)
   ip netns exec $NB bin/fips-go set fpwb listen-port 51912 private-key <(echo "$kb") \
     peer "$(echo "$ka" | bin/fips-go pubkey)" endpoint "$epa:51911" allowed-ips 10.79.0.1/32
   ip -n $NA addr add 10.79.0.1/24 dev fpwa; ip -n $NB addr add 10.79.0.2/24 dev fpwb
-  ip -n $NA link set fpwa mtu "$2" up; ip -n $NB link set fpwb mtu "$2" up
+  ip -n $NA link set fpwa mtu "$tmtu" up; ip -n $NB link set fpwb mtu "$tmtu" up
   ip netns exec $NA ping -c 3 -i 0.2 -W 2 10.79.0.2 >/dev/null
 }
 
