@@ -292,6 +292,8 @@ func (p *Peer) status(aips []netip.Prefix) PeerStatus {
 		RxBytes:         p.rxBytes.Load(),
 		AllowedIPs:      aips,
 		ProtocolVersion: 1,
+		PathMTU:         int(p.pmtu.path.Load()),
+		PathMTUSource:   pmtuSource(p.pmtu.source.Load()).String(),
 	}
 	if ep, ok := p.endpoint(); ok {
 		ps.Endpoint = ep.Dst

@@ -69,6 +69,11 @@ type PeerStatus struct {
 	PersistentKeepalive uint16
 	AllowedIPs          []netip.Prefix
 	ProtocolVersion     int
+	// PathMTU is the largest datagram the path to the endpoint is known
+	// to carry (0: unknown), PathMTUSource how it was learned ("kernel",
+	// "probe"; "unknown" with 0). fips-go's own: wg never sees them.
+	PathMTU       int
+	PathMTUSource string
 }
 
 // Counter is one named cumulative counter.

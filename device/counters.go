@@ -53,6 +53,9 @@ const (
 	cTxPMTUSignals
 	cTxMSSClamped
 	cRxMSSClamped
+	cTxPMTUProbes
+	cRxPMTUProbes
+	cRxPMTUAcks
 	numCounters
 )
 
@@ -103,6 +106,9 @@ var counterNames = [numCounters]string{
 	cTxPMTUSignals:                "tx_pmtu_icmp_sent",
 	cTxMSSClamped:                 "tx_mss_clamped",
 	cRxMSSClamped:                 "rx_mss_clamped",
+	cTxPMTUProbes:                 "tx_pmtu_probes",
+	cRxPMTUProbes:                 "rx_pmtu_probes_answered",
+	cRxPMTUAcks:                   "rx_pmtu_probe_acks",
 }
 
 // counters is the device's set; each is cumulative and updated atomically.

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device/internal/aqm"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/device/timers"
@@ -102,6 +103,9 @@ type Options struct {
 	// keyLog, when set (by tests only), sees every keypair as it is
 	// installed, so that a wire auditor can check what the device sends.
 	keyLog func(*noise.Keypair)
+	// probeSend, when set (by tests only), sends path MTU probes of peers
+	// without a connected socket (the in-memory bind has none).
+	probeSend func(b conn.Bind, datagram []byte, ep conn.Endpoint) error
 }
 
 func init() {

@@ -49,6 +49,8 @@ type peerPMTU struct {
 	source atomic.Uint32
 	next   atomic.Int64 // Unix ns of the next kernel look
 	kernel atomic.Int32 // last kernel figure, 0: none
+	probed atomic.Int32 // path MTU the probes confirmed, 0: none
+	probe  atomic.Pointer[peerProbe]
 
 	mu  sync.Mutex     // held by the one goroutine refreshing
 	dst netip.AddrPort // the endpoint kernel is for, guarded by mu
@@ -69,7 +71,8 @@ const (
 	pmtuICMPBurst = 50
 )
 
-// refreshPMTU looks at the kernel's path MTU for p's endpoint when due.
+// refreshPMTU looks at the kernel's path MTU for p's endpoint when due,
+// and has a probe sent when one is due (kickProbe).
 func (p *Peer) refreshPMTU(now time.Time) {
 	st := &p.pmtu
 	if now.UnixNano() < st.next.Load() {
@@ -78,11 +81,21 @@ func (p *Peer) refreshPMTU(now time.Time) {
 	if !st.mu.TryLock() {
 		return // another goroutine is looking
 	}
-	defer st.mu.Unlock()
+	ep, ok := p.refreshKernelLocked(now)
+	st.mu.Unlock()
+	if ok {
+		p.kickProbe(now, ep)
+	}
+}
+
+// refreshKernelLocked is refreshPMTU's look at the kernel, under
+// p.pmtu.mu. It reports p's endpoint, if it has one.
+func (p *Peer) refreshKernelLocked(now time.Time) (conn.Endpoint, bool) {
+	st := &p.pmtu
 	st.next.Store(now.Add(pmtuRefresh).UnixNano())
 	ep, ok := p.endpoint()
 	if !ok {
-		return
+		return ep, false
 	}
 	mtu := -1
 	if pc := p.d.socks.pathConn(ep.Dst); pc != nil {
@@ -95,23 +108,31 @@ func (p *Peer) refreshPMTU(now time.Time) {
 	case ep.Dst == st.dst:
 		// No socket to ask for now (being replaced, or past the cap):
 		// what the same endpoint's socket said still holds.
-		return
+		return ep, true
 	default:
 		// A new endpoint whose socket may be moments away: look again
 		// soon rather than let a session's first second go unclamped.
 		st.next.Store(now.Add(pmtuRefreshSoon).UnixNano())
 		mtu = 0
 	}
+	if ep.Dst != st.dst {
+		st.probed.Store(0) // found for another path
+	}
 	st.dst = ep.Dst
 	st.kernel.Store(int32(mtu))
 	p.setPathMTU(ep.Dst)
+	return ep, true
 }
 
 // setPathMTU recomputes p's path MTU from what is known of it: the lower
-// of the kernel's figure and the probes'. Logged when it changes.
+// of the kernel's figure and the probes'. Logged when it changes. Called
+// under p.pmtu.mu.
 func (p *Peer) setPathMTU(dst netip.AddrPort) {
 	st := &p.pmtu
 	path, src := int(st.kernel.Load()), pmtuKernel
+	if pr := int(st.probed.Load()); pr > 0 && (path == 0 || pr <= path) {
+		path, src = pr, pmtuProbe
+	}
 	if path == 0 {
 		src = pmtuUnknown
 	}
@@ -121,9 +142,9 @@ func (p *Peer) setPathMTU(dst netip.AddrPort) {
 		inner = 0
 	}
 	old := st.path.Swap(int32(path))
-	st.source.Store(uint32(src))
+	oldSrc := st.source.Swap(uint32(src))
 	st.inner.Store(int32(inner))
-	if int(old) != path {
+	if int(old) != path || pmtuSource(oldSrc) != src {
 		p.d.opts.Logf("device: peer %s: path MTU %d (%s), inner packets up to %d", p.pub.Base64()[:8], path, src, inner)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device/internal/pmtu"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/internal/packet"
 	"github.com/fips-go/fips-go/tun"
@@ -153,6 +154,7 @@ func (p *Peer) deliver(b *batch) {
 	valid, data := 0, 0
 	var last int
 	var rx uint64
+	probeWake := false
 	d.aipMu.RLock()
 	if p.removed.Load() {
 		// Opened before the removal wiped the keys: the peer's routes are
@@ -184,6 +186,11 @@ func (p *Peer) deliver(b *batch) {
 			continue // keepalive
 		}
 		pkt := b.bufs[i][stagedFrom : stagedFrom+b.sizes[i]]
+		if pmtu.IsControl(pkt) { // a path MTU probe or its answer (pmtu_probe.go)
+			data++
+			probeWake = d.pmtuControl(p, pkt, now) || probeWake
+			continue
+		}
 		size, ok := innerLength(pkt)
 		if !ok {
 			d.ctr.inc(cRxMalformedInner)
@@ -201,6 +208,9 @@ func (p *Peer) deliver(b *batch) {
 		b.out = append(b.out, b.bufs[i][:stagedFrom+size])
 	}
 	d.aipMu.RUnlock()
+	if probeWake {
+		p.wakeAt(now)
+	}
 	if valid > 0 {
 		p.rxBytes.Add(rx)
 		p.authenticatedReceive(kp, b.eps[last], data > 0, now)

@@ -124,6 +124,7 @@ func (p *Peer) runTimers(now time.Time) {
 	if act&timers.SendKeepalive != 0 {
 		p.sendKeepalive(now)
 	}
+	p.runProbe(now)
 }
 
 // peerHeap orders peers by wheelAt; container/heap keeps heapIdx current.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/device/noise"
 )
 
 // MaxReply bounds a reply the client will read: a get=1 for 10,000 peers is
@@ -74,6 +75,24 @@ func (c *Client) Counters() ([]device.Counter, error) {
 		return nil, err
 	}
 	return p.counters, nil
+}
+
+// AddFips fills in what only fips-go reports (get=fips) in st, a status
+// Get returned: st.Counters and its peers' PathMTU and PathMTUSource.
+// Against wireguard-go it fails and leaves st as it was.
+func (c *Client) AddFips(st *device.Status) error {
+	p := counterParser{peers: make(map[noise.PublicKey]*device.PeerStatus, len(st.Peers))}
+	for i := range st.Peers {
+		p.peers[st.Peers[i].PublicKey] = &st.Peers[i]
+	}
+	saved := make([]device.PeerStatus, len(st.Peers))
+	copy(saved, st.Peers)
+	if err := c.roundTrip([]byte("get=fips\n\n"), p.kv); err != nil {
+		copy(st.Peers, saved)
+		return err
+	}
+	st.Counters = p.counters
+	return nil
 }
 
 // Set sends cfg as a set=1 request. A refusal comes back as an *Error

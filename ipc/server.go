@@ -211,6 +211,9 @@ func handleRequest(reply *bytes.Buffer, br *bufio.Reader, op string, h Handler, 
 			err = WriteGet(reply, st)
 		} else {
 			err = WriteCounters(reply, st.Counters)
+			if err == nil {
+				err = writePeerPaths(reply, st.Peers)
+			}
 		}
 		if err != nil {
 			opts.Logf("uapi: %s: %v", op, err)

@@ -650,3 +650,33 @@ func TestClientRejectsBadReplies(t *testing.T) {
 		}
 	}
 }
+
+// TestPathMTUOnlyInFips: a peer's path MTU travels in the get=fips reply,
+// which AddFips reads into the status Get returned, and never in get=1,
+// which wg reads.
+func TestPathMTUOnlyInFips(t *testing.T) {
+	st := sampleStatus()
+	st.Peers[0].PathMTU, st.Peers[0].PathMTUSource = 1276, "probe"
+	h := &mapHandler{st: st}
+	l, dir := startServer(t, h, ipc.ServeOptions{})
+	if raw := rawExchange(t, l.Path(), "get=1\n\nbad\n\n"); strings.Contains(raw, "path_mtu") || !strings.Contains(raw, "public_key=") {
+		t.Fatalf("get=1 carries the path MTU:\n%s", raw)
+	}
+	c := dial(t, dir)
+	got, err := c.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddFips(&got); err != nil {
+		t.Fatal(err)
+	}
+	for i, ps := range got.Peers {
+		want := st.Peers[i]
+		if ps.PathMTU != want.PathMTU || (want.PathMTU > 0 && ps.PathMTUSource != want.PathMTUSource) {
+			t.Fatalf("peer %d: path MTU %d (%q), want %d (%q)", i, ps.PathMTU, ps.PathMTUSource, want.PathMTU, want.PathMTUSource)
+		}
+	}
+	if len(got.Counters) != len(st.Counters) {
+		t.Fatalf("%d counters, want %d", len(got.Counters), len(st.Counters))
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/device"
+	"github.com/fips-go/fips-go/device/noise"
 )
 
 // A get=1 reply lists the device, then each peer, then the status line:
@@ -33,7 +34,10 @@ import (
 //	<empty line>
 //
 // fips-go also answers "get=fips", which wg never sends, with one
-// counter_NAME=value line per device counter, then errno=0 and an empty line.
+// counter_NAME=value line per device counter, then, for each peer whose
+// path MTU is known, public_key=HEX, path_mtu=<bytes> and
+// path_mtu_source=<kernel|probe>, then errno=0 and an empty line. Clients
+// ignore lines they do not know, so either part may grow.
 
 // flushAt is how much reply text is gathered before a write.
 const flushAt = 32 << 10
@@ -106,6 +110,30 @@ func WriteCounters(w io.Writer, counters []device.Counter) error {
 		}
 		b = append(b, "counter_"...)
 		b = appendUint(b, c.Name, c.Value)
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+// writePeerPaths writes the peers' path MTU lines of a get=fips reply.
+func writePeerPaths(w io.Writer, peers []device.PeerStatus) error {
+	var b []byte
+	for i := range peers {
+		ps := &peers[i]
+		if ps.PathMTU <= 0 || !validCounterName(ps.PathMTUSource) {
+			continue
+		}
+		b = appendHexKey(b, "public_key", ps.PublicKey)
+		b = appendUint(b, "path_mtu", uint64(ps.PathMTU))
+		b = append(b, "path_mtu_source="...)
+		b = append(b, ps.PathMTUSource...)
+		b = append(b, '\n')
+		if len(b) >= flushAt {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+			b = b[:0]
+		}
 	}
 	_, err := w.Write(b)
 	return err
@@ -280,12 +308,38 @@ func (g *getParser) finish() device.Status {
 	return g.st
 }
 
-// counterParser collects counter_NAME=value lines of a get=fips reply.
+// counterParser collects counter_NAME=value lines of a get=fips reply
+// and, when peers is set, the path MTU lines of those peers.
 type counterParser struct {
 	counters []device.Counter
+	peers    map[noise.PublicKey]*device.PeerStatus
+	cur      *device.PeerStatus // the peer of the last public_key line
 }
 
 func (c *counterParser) kv(k, v []byte) error {
+	switch string(k) {
+	case "public_key":
+		key, err := parseHexKey(v)
+		if err != nil {
+			return wrapError(ErrnoProtocol, err, "reply public_key")
+		}
+		c.cur = c.peers[noise.PublicKey(key)]
+		return nil
+	case "path_mtu":
+		n, err := parseDecimal(v, 16)
+		if err != nil {
+			return wrapError(ErrnoProtocol, err, "reply path_mtu")
+		}
+		if c.cur != nil {
+			c.cur.PathMTU = int(n)
+		}
+		return nil
+	case "path_mtu_source":
+		if c.cur != nil && validCounterName(string(v)) {
+			c.cur.PathMTUSource = string(v)
+		}
+		return nil
+	}
 	name, ok := bytes.CutPrefix(k, []byte("counter_"))
 	if !ok {
 		return nil

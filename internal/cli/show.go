@@ -96,7 +96,8 @@ func cmdShow(ctx context.Context, c *cli.Command) error {
 	return nil
 }
 
-// getStatus reads an interface's status and, if asked, fips-go's counters;
+// getStatus reads an interface's status and, if asked, fips-go's counters
+// and peers' path MTUs;
 // for the pretty form (pretty) also the endpoint names it follows and its
 // sandbox (a wireguard-go daemon knows none of these requests; it then has
 // none).
@@ -110,9 +111,7 @@ func getStatus(name string, counters, pretty bool) (device.Status, map[noise.Pub
 			return err
 		}
 		if counters {
-			if ctrs, err := cl.Counters(); err == nil {
-				st.Counters = ctrs
-			}
+			_ = cl.AddFips(&st) // wireguard-go: none
 		}
 		if pretty {
 			names, _ = cl.EndpointNames()

@@ -102,6 +102,20 @@ func showPeer(bw *bufio.Writer, ps *device.PeerStatus, now time.Time, opts ShowO
 	if ps.PersistentKeepalive != 0 {
 		fmt.Fprintf(bw, "  persistent keepalive: every %s\n", prettyDuration(uint64(ps.PersistentKeepalive)))
 	}
+	if opts.Counters && ps.PathMTU > 0 {
+		fmt.Fprintf(bw, "  path mtu: %d (%s)\n", ps.PathMTU, pathSource(ps.PathMTUSource))
+	}
+}
+
+// pathSource says how a peer's path MTU was learned.
+func pathSource(s string) string {
+	switch s {
+	case "kernel":
+		return "from the kernel's route"
+	case "probe":
+		return "confirmed by probes"
+	}
+	return s
 }
 
 func publicKeyOf(st device.Status) noise.PublicKey {

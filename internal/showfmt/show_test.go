@@ -198,3 +198,19 @@ func sampleStatus() device.Status {
 }
 
 func hexKey(b byte) string { return strings.Repeat(fmt.Sprintf("%02x", b), 32) }
+
+// TestShowPathMTU: fips-go's own form shows a peer's known path MTU and
+// where it came from; the form that prints what wg prints does not.
+func TestShowPathMTU(t *testing.T) {
+	st := device.Status{ListenPort: 51820, Peers: []device.PeerStatus{{PublicKey: key(2), PathMTU: 1276, PathMTUSource: "probe"}}}
+	for _, counters := range []bool{true, false} {
+		var b strings.Builder
+		if err := showfmt.FormatShow(&b, "wg0", st, showfmt.ShowOptions{Counters: counters}); err != nil {
+			t.Fatal(err)
+		}
+		line := "  path mtu: 1276 (confirmed by probes)\n"
+		if got := strings.Contains(b.String(), line); got != counters {
+			t.Fatalf("counters %v: path MTU line shown %v:\n%s", counters, got, b.String())
+		}
+	}
+}

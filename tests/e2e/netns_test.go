@@ -32,7 +32,8 @@ type veth struct {
 	ifA, ifB   string
 	v4A, v4B   netip.Addr
 	v6A, v6B   netip.Addr
-	underlayV6 bool // which family endpoints should use
+	underlayV6 bool   // which family endpoints should use
+	farIf      string // routedLink: the router's interface towards b
 }
 
 // connect joins a and b with a veth pair on subnet 10.N.0.0/24 and

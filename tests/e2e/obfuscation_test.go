@@ -150,9 +150,12 @@ func routedLink(t testing.TB, a, b *netns) (*veth, *netns) {
 	va := connect(t, a, r, 1, 0)
 	vb := connect(t, r, b, 2, 0)
 	r.sysctl("net.ipv4.ip_forward", "1")
+	r.sysctl("net.ipv6.conf.all.forwarding", "1")
 	a.Run("ip", "route", "add", "10.2.0.0/24", "via", va.v4B.String())
 	b.Run("ip", "route", "add", "10.1.0.0/24", "via", vb.v4A.String())
-	return &veth{a: a, b: b, ifA: va.ifA, ifB: vb.ifB, v4A: va.v4A, v4B: vb.v4B, v6A: va.v6A, v6B: vb.v6B}, r
+	a.Run("ip", "-6", "route", "add", "fd00:2::/64", "via", va.v6B.String())
+	b.Run("ip", "-6", "route", "add", "fd00:1::/64", "via", vb.v6A.String())
+	return &veth{a: a, b: b, ifA: va.ifA, ifB: vb.ifB, v4A: va.v4A, v4B: vb.v4B, v6A: va.v6A, v6B: vb.v6B, farIf: vb.ifA}, r
 }
 
 // censorRule drops what a censor recognises WireGuard by: a UDP datagram

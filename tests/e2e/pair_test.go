@@ -93,7 +93,7 @@ type pairOpts struct {
 	// obfsA and obfsB are `fips-go set IFACE` arguments (jc 4 ...) given
 	// before the peers are configured.
 	obfsA, obfsB []string
-	routed       bool // A and B meet through a router namespace (IPv4 underlay)
+	routed       bool // A and B meet through a router namespace
 }
 
 type pair struct {
@@ -127,6 +127,7 @@ func newPair(t testing.TB, o pairOpts) *pair {
 	var router *netns
 	if o.routed {
 		v, router = routedLink(t, nsA, nsB)
+		v.underlayV6 = o.underlayV6
 	} else {
 		v = connect(t, nsA, nsB, 1, o.underlayMTU)
 		v.underlayV6 = o.underlayV6

@@ -20,6 +20,9 @@ import "time"
 //
 // A completed search is repeated after RaiseInterval, upward from Max, as
 // a path may have grown; Reset starts over at once (the endpoint moved).
+// Between searches, the size found is confirmed every ConfirmInterval (one
+// probe, when set): a path that shrank loses it three times, which starts
+// a new search at once (RFC 8899's black hole detection, by probe).
 type Prober struct {
 	opts ProberOptions
 
@@ -28,7 +31,8 @@ type Prober struct {
 	size     int // the size in flight or to send next
 	attempts int // probes of size sent so far
 	due      time.Time
-	result   int // the last search's answer, 0: none
+	raiseAt  time.Time // when an idle prober searches again
+	result   int       // the last search's answer, 0: none
 }
 
 // ProberOptions are a Prober's sizes and times; zero picks defaults.
@@ -36,6 +40,9 @@ type ProberOptions struct {
 	Min, Max      int           // plaintext sizes: the base every path must carry, the tunnel's MTU
 	Timeout       time.Duration // a probe unanswered this long is lost (default 1 s)
 	RaiseInterval time.Duration // from one search's end to the next (default 10 min)
+	// ConfirmInterval is how often an idle prober probes the size found
+	// (0: never).
+	ConfirmInterval time.Duration
 }
 
 type phase uint8
@@ -45,6 +52,7 @@ const (
 	phaseBase
 	phaseSearch
 	phaseIdle
+	phaseConfirm
 )
 
 const (
@@ -83,7 +91,7 @@ func (p *Prober) start(now time.Time) {
 func (p *Prober) Result() int { return p.result }
 
 // Searching reports whether a search is under way.
-func (p *Prober) Searching() bool { return p.phase != phaseIdle }
+func (p *Prober) Searching() bool { return p.phase != phaseIdle && p.phase != phaseConfirm }
 
 // Due is when Poll next has something to do.
 func (p *Prober) Due() time.Time { return p.due }
@@ -95,7 +103,11 @@ func (p *Prober) Poll(now time.Time) int {
 		return 0
 	}
 	if p.phase == phaseIdle {
-		p.start(now)
+		if p.result > 0 && p.opts.ConfirmInterval > 0 && now.Before(p.raiseAt) {
+			p.next(phaseConfirm, p.result)
+		} else {
+			p.start(now)
+		}
 	}
 	if p.attempts == maxAttempts {
 		p.lost(now)
@@ -125,6 +137,11 @@ func (p *Prober) lost(now time.Time) {
 	case phaseSearch:
 		p.hi = p.size
 		p.bisect(now)
+	case phaseConfirm:
+		// The path no longer carries what it did: search again, and
+		// until then claim nothing.
+		p.result = 0
+		p.start(now)
 	}
 }
 
@@ -134,12 +151,27 @@ func (p *Prober) next(ph phase, size int) {
 
 func (p *Prober) idle(now time.Time) {
 	p.phase, p.attempts = phaseIdle, 0
-	p.due = now.Add(p.opts.RaiseInterval)
+	p.raiseAt = now.Add(p.opts.RaiseInterval)
+	p.due = p.raiseAt
+	p.confirmLater(now)
+}
+
+// confirmLater makes an idle prober's next due its next confirmation.
+func (p *Prober) confirmLater(now time.Time) {
+	if c := now.Add(p.opts.ConfirmInterval); p.result > 0 && p.opts.ConfirmInterval > 0 && c.Before(p.raiseAt) {
+		p.due = c
+	}
 }
 
 // Acked records the answer to a probe of size (a late one counts too). It
 // returns true when the caller should Poll at once: the search moved on.
 func (p *Prober) Acked(size int, now time.Time) bool {
+	if p.phase == phaseConfirm && size == p.size {
+		p.phase, p.attempts = phaseIdle, 0
+		p.due = p.raiseAt
+		p.confirmLater(now)
+		return false
+	}
 	if size <= 0 || size > p.opts.Max || size <= p.lo {
 		return false
 	}

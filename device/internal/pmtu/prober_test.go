@@ -147,3 +147,22 @@ func FuzzParseControl(f *testing.F) {
 		}
 	})
 }
+
+// TestProberConfirmFindsShrink: between searches the size found is probed
+// once every ConfirmInterval; a path that shrinks loses it three times and
+// a new search finds the new size long before RaiseInterval.
+func TestProberConfirmFindsShrink(t *testing.T) {
+	now := time.Unix(1e6, 0)
+	p := NewProber(ProberOptions{Min: 1200, Max: 1420, ConfirmInterval: 10 * time.Second}, now)
+	if probes := simulate(p, &now, now.Add(5*time.Second), 1420, false); len(probes) != 1 {
+		t.Fatalf("full path: probes %v, want one", probes)
+	}
+	probes := simulate(p, &now, now.Add(time.Minute), 1420, false)
+	if len(probes) != 6 || p.Result() != 1420 {
+		t.Fatalf("a minute of confirmations: probes %v (result %d), want six of 1420", probes, p.Result())
+	}
+	simulate(p, &now, now.Add(time.Minute), 1240, false)
+	if r := p.Result(); r > 1240 || r <= 1224 {
+		t.Fatalf("a minute after the path shrank: result %d, want about 1240", r)
+	}
+}

@@ -1,0 +1,140 @@
+package device
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/conn/membind"
+	"github.com/fips-go/fips-go/internal/leakcheck"
+	"github.com/fips-go/fips-go/internal/packet"
+	"github.com/fips-go/fips-go/tun/memtun"
+)
+
+// probePair is memPair whose probes cross a path that carries datagrams
+// of up to carries bytes (outer IPv4 header included; 0: none at all) and
+// drops bigger ones without a word, as a path whose ICMP is filtered does.
+// Ordinary datagrams are not limited: only the probes see the path.
+func probePair(t *testing.T, carries int) (a, b *node, probes *atomic.Int64) {
+	t.Helper()
+	leakcheck.Check(t)
+	probes = new(atomic.Int64)
+	opts := Options{probeSend: func(bind conn.Bind, dg []byte, ep conn.Endpoint) error {
+		probes.Add(1)
+		if len(dg)+28 > carries {
+			return nil
+		}
+		return bind.Send([][]byte{dg}, ep)
+	}}
+	netw := membind.NewNetwork(membind.NetOptions{})
+	hostA, hostB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	a = newNode(t, memtun.New("a", 1420, 4096), netw.NewBind(hostA), addrA, hostA, opts)
+	b = newNode(t, memtun.New("b", 1420, 4096), netw.NewBind(hostB), addrB, hostB, opts)
+	link(t, a, b)
+	return a, b, probes
+}
+
+func peerStats(t *testing.T, n *node) PeerStats {
+	t.Helper()
+	ps := n.dev.Stats(10).PeerStats
+	if len(ps) != 1 {
+		t.Fatalf("%d peers, want 1", len(ps))
+	}
+	return ps[0]
+}
+
+// TestPMTUProbeFindsBlackHole: a path that drops datagrams above 1280
+// bytes with no ICMP is found by the probes (a plaintext of 1216, the
+// largest multiple of 16 that fits: a path MTU of 1276), and a full-size
+// packet is then answered with fragmentation-needed instead of being lost.
+// Neither end's TUN sees a probe, and none counts as malformed.
+func TestPMTUProbeFindsBlackHole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b, _ := probePair(t, 1280)
+		exchange(t, a, b, 1)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		for _, n := range []*node{a, b} {
+			if ps := peerStats(t, n); ps.PathMTU != 1276 || ps.PathMTUSource != "probe" {
+				t.Fatalf("path MTU %d (%s), want 1276 from the probes", ps.PathMTU, ps.PathMTUSource)
+			}
+			if c := counter(n.dev.Status(), "rx_drop_malformed_inner"); c != 0 {
+				t.Fatalf("%d probes counted as malformed packets", c)
+			}
+			if c := counter(n.dev.Status(), "rx_pmtu_probes_answered"); c == 0 {
+				t.Fatal("no probe answered")
+			}
+		}
+		big := tcpPacket(t, addrA, addrB, packet.TCPAck, nil, 1420)
+		if err := a.tun.(*memtun.Device).Inject(big); err != nil {
+			t.Fatal(err)
+		}
+		r := next(t, a.tun, time.Minute)
+		in, err := packet.Parse(r)
+		if err != nil || in.Proto != packet.ProtoICMPv4 || in.ICMPType != 3 || in.ICMPCode != 4 {
+			t.Fatalf("got %+v (%v), want fragmentation-needed", in, err)
+		}
+		if mtu := binary.BigEndian.Uint16(in.Transport[6:]); mtu != 1216 {
+			t.Fatalf("next-hop MTU %d, want 1216", mtu)
+		}
+	})
+}
+
+// TestPMTUProbeFullPath: a path that carries the tunnel's MTU is confirmed
+// by one probe each way, and full-size packets pass untouched (never
+// worse than without probes).
+func TestPMTUProbeFullPath(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b, probes := probePair(t, 1500)
+		exchange(t, a, b, 1)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := probes.Load(); n != 2 {
+			t.Fatalf("%d probes sent, want one each way", n)
+		}
+		if ps := peerStats(t, a); ps.PathMTU != 1480 || ps.PathMTUSource != "probe" {
+			t.Fatalf("path MTU %d (%s), want 1480 from the probes", ps.PathMTU, ps.PathMTUSource)
+		}
+		big := tcpPacket(t, addrA, addrB, packet.TCPAck, nil, 1420)
+		if err := a.tun.(*memtun.Device).Inject(big); err != nil {
+			t.Fatal(err)
+		}
+		if got := next(t, b.tun, time.Minute); !bytes.Equal(got, big) {
+			t.Fatalf("b got %d bytes, want the full-size packet", len(got))
+		}
+	})
+}
+
+// TestPMTUProbeSilentPeer: probes that are never answered (a stock peer,
+// or a path that carries none) cost three at the tunnel's MTU and three at
+// the base size, then none until the next search ten minutes later
+// however busy the peer is; the path MTU stays unknown and packets pass
+// as before.
+func TestPMTUProbeSilentPeer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b, probes := probePair(t, 0)
+		for i := range 60 { // a minute of traffic, a packet each way a second
+			exchange(t, a, b, uint32(i))
+			time.Sleep(time.Second)
+		}
+		synctest.Wait()
+		if n := probes.Load(); n != 12 {
+			t.Fatalf("%d probes sent, want 6 each way", n)
+		}
+		if ps := peerStats(t, a); ps.PathMTU != 0 {
+			t.Fatalf("path MTU %d (%s), want unknown", ps.PathMTU, ps.PathMTUSource)
+		}
+		big := tcpPacket(t, addrA, addrB, packet.TCPAck, nil, 1420)
+		if err := a.tun.(*memtun.Device).Inject(big); err != nil {
+			t.Fatal(err)
+		}
+		if got := next(t, b.tun, time.Minute); !bytes.Equal(got, big) {
+			t.Fatalf("b got %d bytes, want the full-size packet", len(got))
+		}
+	})
+}
