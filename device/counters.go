@@ -53,6 +53,8 @@ const (
 	cTxPMTUSignals
 	cTxMSSClamped
 	cRxMSSClamped
+	cResumeInitiations
+	cSessionsResumed
 	numCounters
 )
 
@@ -103,6 +105,8 @@ var counterNames = [numCounters]string{
 	cTxPMTUSignals:                "tx_pmtu_icmp_sent",
 	cTxMSSClamped:                 "tx_mss_clamped",
 	cRxMSSClamped:                 "rx_mss_clamped",
+	cResumeInitiations:            "resume_initiations_sent",
+	cSessionsResumed:              "sessions_resumed",
 }
 
 // counters is the device's set; each is cumulative and updated atomically.

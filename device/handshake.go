@@ -431,6 +431,11 @@ func (d *Device) handleResponse(msg []byte, ep conn.Endpoint, now time.Time) {
 	p.timers.AuthenticatedTraversal(now)
 	p.rescheduleLocked()
 	p.lastHSAt = now
+	p.lastRxAt = now
+	if p.resuming {
+		p.resuming = false
+		d.ctr.inc(cSessionsResumed)
+	}
 	haveStaged := len(p.staged) > 0
 	p.sendStagedSoonLocked(now)
 	p.mu.Unlock()

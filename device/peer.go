@@ -45,6 +45,8 @@ type Peer struct {
 	staged       [][]byte  // copies of packets waiting for a session, oldest first
 	scheduledAt  time.Time // deadline the timer wheel holds for us (zero: none)
 	stagedDue    bool      // a session is up: the wheel sends the staged packets
+	lastRxAt     time.Time // last authenticated packet received (resume.go)
+	resuming     bool      // our last initiation resumes a previous process's session
 
 	// removed is set once, when the peer is removed, before its routes go
 	// (see removePeerLocked); it is atomic so that the receive path can
