@@ -431,7 +431,6 @@ func (d *Device) handleResponse(msg []byte, ep conn.Endpoint, now time.Time) {
 	p.timers.AuthenticatedTraversal(now)
 	p.rescheduleLocked()
 	p.lastHSAt = now
-	p.lastRxAt = now
 	if p.resuming {
 		p.resuming = false
 		d.ctr.inc(cSessionsResumed)
@@ -440,6 +439,7 @@ func (d *Device) handleResponse(msg []byte, ep conn.Endpoint, now time.Time) {
 	p.sendStagedSoonLocked(now)
 	p.mu.Unlock()
 	p.setEndpoint(ep)
+	p.carry().lastRx.Store(now.Unix())
 	p.emit(HandshakeCompleted, now)
 	if !haveStaged {
 		// The responder needs data under the new keys to confirm them.

@@ -41,12 +41,11 @@ type Peer struct {
 	// initByCookie: the last initiation was the immediate retry that a
 	// cookie reply allows once per attempt.
 	initByCookie bool
+	resuming     bool      // our last initiation resumes a previous process's session
 	lastHSAt     time.Time // last completed handshake
 	staged       [][]byte  // copies of packets waiting for a session, oldest first
 	scheduledAt  time.Time // deadline the timer wheel holds for us (zero: none)
 	stagedDue    bool      // a session is up: the wheel sends the staged packets
-	lastRxAt     time.Time // last authenticated packet received (resume.go)
-	resuming     bool      // our last initiation resumes a previous process's session
 
 	// removed is set once, when the peer is removed, before its routes go
 	// (see removePeerLocked); it is atomic so that the receive path can
@@ -103,6 +102,9 @@ type peerTraffic struct {
 	// sent, which bounds how far a direct send may overtake.
 	queued atomic.Int32
 	idle   idleMark // touched only by the wheel's goroutine
+	// lastRx is when the last authenticated packet came, in Unix seconds
+	// (resume.go): seconds are all the state file keeps.
+	lastRx atomic.Int64
 }
 
 // carry returns the peer's traffic state, allocating it on first use;

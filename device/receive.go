@@ -237,7 +237,7 @@ func (p *Peer) authenticatedReceive(kp *keypair, ep conn.Endpoint, data bool, no
 	}
 	p.timers.AuthenticatedReceived(now)
 	p.timers.AuthenticatedTraversal(now)
-	p.lastRxAt = now
+	p.carry().lastRx.Store(now.Unix())
 	if data {
 		p.timers.DataReceived(now)
 	}

@@ -120,14 +120,15 @@ func (d *Device) writeResume() {
 		if len(entries) == peerstate.MaxEntries {
 			break
 		}
-		p.mu.Lock()
-		last := p.lastRxAt
-		p.mu.Unlock()
+		var last int64
+		if t := p.live.Load(); t != nil {
+			last = t.lastRx.Load()
+		}
 		ep, ok := p.endpoint()
-		if !ok || last.IsZero() || now.Sub(last) > resumeFresh {
+		if !ok || last == 0 || now.Unix()-last > int64(resumeFresh/time.Second) {
 			continue
 		}
-		entries = append(entries, peerstate.Entry{ID: peerstate.IDOf(p.pub), Endpoint: ep.Dst, LastActive: last.Unix()})
+		entries = append(entries, peerstate.Entry{ID: peerstate.IDOf(p.pub), Endpoint: ep.Dst, LastActive: last})
 	}
 	d.peersMu.RUnlock()
 	r := &d.resume

@@ -47,7 +47,7 @@ type silence struct {
 // sent unanswered at now should be, and records which rule chose it.
 func (t *Timers) newHandshakeAt(now time.Time, jitter time.Duration) time.Time {
 	p := t.params()
-	s := &t.silence
+	s := t.silenceState()
 	s.sentAt = now
 	s.regularAt = now.Add(p.KeepaliveTimeout + p.RekeyTimeout + jitter)
 	s.early = false
@@ -78,7 +78,7 @@ func (s *silence) answered(now time.Time, p Params) {
 // initiated records our initiation; an open series takes over from the
 // early deadline, which falls back to the regular one.
 func (t *Timers) silenceInitiated(now time.Time) {
-	s := &t.silence
+	s := t.silenceState()
 	s.lastInit = now
 	if t.newHandshake.armed && s.early {
 		t.newHandshake.arm(s.regularAt)
@@ -93,6 +93,14 @@ func (s *silence) fired(now time.Time) {
 		s.prompt = false
 		s.early = false
 	}
+}
+
+// silenceState returns the rule's state, allocating it on first use.
+func (t *Timers) silenceState() *silence {
+	if t.silence == nil {
+		t.silence = new(silence)
+	}
+	return t.silence
 }
 
 func latest(a, b time.Time) time.Time {

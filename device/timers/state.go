@@ -46,8 +46,10 @@ type Timers struct {
 	// (AuthenticatedSent does not follow) another one is scheduled.
 	needAnotherKeepalive bool
 	persistentInterval   time.Duration
-	// silence holds the early new-handshake rule's state (silence.go).
-	silence silence
+	// silence holds the early new-handshake rule's state (silence.go),
+	// allocated on first use: a configured peer that never carries
+	// traffic pays only the pointer.
+	silence *silence
 }
 
 // New returns Timers using p (zero fields take the protocol defaults).
@@ -114,7 +116,7 @@ func (t *Timers) AuthenticatedSent(now time.Time) {
 // AuthenticatedReceived records that any authenticated packet was
 // received: the peer is alive, so no new handshake is needed for silence.
 func (t *Timers) AuthenticatedReceived(now time.Time) {
-	if t.newHandshake.armed {
+	if t.newHandshake.armed && t.silence != nil {
 		t.silence.answered(now, t.params())
 	}
 	t.newHandshake.disarm()
@@ -210,7 +212,9 @@ func (t *Timers) Due(now time.Time) Action {
 		a |= t.retransmitDue(now, p)
 	}
 	if t.newHandshake.due(now) {
-		t.silence.fired(now)
+		if t.silence != nil {
+			t.silence.fired(now)
+		}
 		a |= SendInitiation
 	}
 	if t.keepalive.due(now) {
