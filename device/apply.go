@@ -92,6 +92,7 @@ func (d *Device) Apply(cfg *Config) (err error) {
 	for i := range cfg.Peers {
 		d.applyPeerLocked(&cfg.Peers[i], now)
 	}
+	d.resumeConfigured()
 	return nil
 }
 

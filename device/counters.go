@@ -56,6 +56,8 @@ const (
 	cTxPMTUProbes
 	cRxPMTUProbes
 	cRxPMTUAcks
+	cResumeInitiations
+	cSessionsResumed
 	numCounters
 )
 
@@ -109,6 +111,8 @@ var counterNames = [numCounters]string{
 	cTxPMTUProbes:                 "tx_pmtu_probes",
 	cRxPMTUProbes:                 "rx_pmtu_probes_answered",
 	cRxPMTUAcks:                   "rx_pmtu_probe_acks",
+	cResumeInitiations:            "resume_initiations_sent",
+	cSessionsResumed:              "sessions_resumed",
 }
 
 // counters is the device's set; each is cumulative and updated atomically.

@@ -63,6 +63,7 @@ type Device struct {
 	socks        peerSockets    // connected sockets for the peers' endpoints
 	flood        floodDefence   // handshake queues and the limits that guard them
 	pmtuSig      pmtuSignals    // ICMP errors for packets the path cannot carry
+	resume       resumeState    // the state file for resuming after a restart (resume.go)
 
 	cfgMu      sync.Mutex // serializes Apply and bind changes
 	listenPort uint16     // guarded by cfgMu
@@ -139,6 +140,11 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 	for range min(2, opts.Workers) {
 		d.helpersWG.Add(1)
 		go d.handshakeWorker()
+	}
+	d.openResume(opts.StateFile)
+	if d.resume.f != nil {
+		d.helpersWG.Add(1)
+		go d.resumeWriter()
 	}
 	d.helpersWG.Add(2)
 	go d.wheel.run()

@@ -432,10 +432,15 @@ func (d *Device) handleResponse(msg []byte, ep conn.Endpoint, now time.Time) {
 	p.timers.AuthenticatedTraversal(now)
 	p.rescheduleLocked()
 	p.lastHSAt = now
+	if p.resuming {
+		p.resuming = false
+		d.ctr.inc(cSessionsResumed)
+	}
 	haveStaged := len(p.staged) > 0
 	p.sendStagedSoonLocked(now)
 	p.mu.Unlock()
 	p.setEndpoint(ep)
+	p.carry().lastRx.Store(now.Unix())
 	p.emit(HandshakeCompleted, now)
 	if !haveStaged {
 		// The responder needs data under the new keys to confirm them.

@@ -39,6 +39,11 @@ type Options struct {
 	// called on the device's goroutines, possibly several at once, with no
 	// lock held: it must not block.
 	OnPeerEvent func(PeerEvent)
+	// StateFile, if set, is where the device remembers its recently
+	// active peers' endpoints (nothing secret), so that after a restart it
+	// starts their sessions itself instead of leaving them waiting for
+	// their own timers. It is opened in New and rewritten in place.
+	StateFile string
 
 	// The sizing below is decided, not exposed (docs/architecture.md
 	// states the ceilings it gives, docs/benchmarks.md how the defaults

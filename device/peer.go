@@ -41,6 +41,7 @@ type Peer struct {
 	// initByCookie: the last initiation was the immediate retry that a
 	// cookie reply allows once per attempt.
 	initByCookie bool
+	resuming     bool      // our last initiation resumes a previous process's session
 	lastHSAt     time.Time // last completed handshake
 	staged       [][]byte  // copies of packets waiting for a session, oldest first
 	scheduledAt  time.Time // deadline the timer wheel holds for us (zero: none)
@@ -101,6 +102,9 @@ type peerTraffic struct {
 	// sent, which bounds how far a direct send may overtake.
 	queued atomic.Int32
 	idle   idleMark // touched only by the wheel's goroutine
+	// lastRx is when the last authenticated packet came, in Unix seconds
+	// (resume.go): seconds are all the state file keeps.
+	lastRx atomic.Int64
 }
 
 // carry returns the peer's traffic state, allocating it on first use;

@@ -248,6 +248,7 @@ func (p *Peer) authenticatedReceive(kp *keypair, ep conn.Endpoint, data bool, no
 	}
 	p.timers.AuthenticatedReceived(now)
 	p.timers.AuthenticatedTraversal(now)
+	p.carry().lastRx.Store(now.Unix())
 	if data {
 		p.timers.DataReceived(now)
 	}

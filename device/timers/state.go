@@ -46,6 +46,10 @@ type Timers struct {
 	// (AuthenticatedSent does not follow) another one is scheduled.
 	needAnotherKeepalive bool
 	persistentInterval   time.Duration
+	// silence holds the early new-handshake rule's state (silence.go),
+	// allocated on first use: a configured peer that never carries
+	// traffic pays only the pointer.
+	silence *silence
 }
 
 // New returns Timers using p (zero fields take the protocol defaults).
@@ -82,11 +86,11 @@ func clampJitter(j time.Duration) time.Duration {
 // new-handshake deadline is armed, one is armed at
 // now+KeepaliveTimeout+RekeyTimeout+jitter: a live peer answers data (with
 // its own data or a passive keepalive) within KeepaliveTimeout, so silence
-// beyond that plus a margin means the session is broken.
+// beyond that plus a margin means the session is broken. For a peer that
+// has been answering promptly the deadline is earlier (silence.go).
 func (t *Timers) DataSent(now time.Time, jitter time.Duration) {
 	if !t.newHandshake.armed {
-		p := t.params()
-		t.newHandshake.arm(now.Add(p.KeepaliveTimeout + p.RekeyTimeout + clampJitter(jitter)))
+		t.newHandshake.arm(t.newHandshakeAt(now, clampJitter(jitter)))
 	}
 }
 
@@ -112,6 +116,9 @@ func (t *Timers) AuthenticatedSent(now time.Time) {
 // AuthenticatedReceived records that any authenticated packet was
 // received: the peer is alive, so no new handshake is needed for silence.
 func (t *Timers) AuthenticatedReceived(now time.Time) {
+	if t.newHandshake.armed && t.silence != nil {
+		t.silence.answered(now, t.params())
+	}
 	t.newHandshake.disarm()
 }
 
@@ -135,6 +142,7 @@ func (t *Timers) HandshakeInitiated(now time.Time, jitter time.Duration) {
 		t.attemptStart = now
 	}
 	t.retransmit.arm(now.Add(t.params().RekeyTimeout + clampJitter(jitter)))
+	t.silenceInitiated(now)
 }
 
 // HandshakeComplete records that a handshake finished (response received,
@@ -204,6 +212,9 @@ func (t *Timers) Due(now time.Time) Action {
 		a |= t.retransmitDue(now, p)
 	}
 	if t.newHandshake.due(now) {
+		if t.silence != nil {
+			t.silence.fired(now)
+		}
 		a |= SendInitiation
 	}
 	if t.keepalive.due(now) {

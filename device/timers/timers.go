@@ -23,6 +23,11 @@ type Params struct {
 	RekeyAttemptTime time.Duration
 	RekeyTimeout     time.Duration
 	KeepaliveTimeout time.Duration
+	// SilenceTimeout is how long a peer that has been answering promptly
+	// may stay silent after we send data before a new handshake starts
+	// (see silence.go); the regular KeepaliveTimeout+RekeyTimeout rule
+	// still applies to peers that do not answer promptly.
+	SilenceTimeout time.Duration
 }
 
 // DefaultParams returns the durations of the WireGuard paper.
@@ -33,6 +38,7 @@ func DefaultParams() Params {
 		RekeyAttemptTime: noise.RekeyAttemptTime,
 		RekeyTimeout:     noise.RekeyTimeout,
 		KeepaliveTimeout: noise.KeepaliveTimeout,
+		SilenceTimeout:   DefaultSilenceTimeout,
 	}
 }
 
@@ -49,6 +55,7 @@ func (p Params) WithDefaults() Params {
 	fill(&p.RekeyAttemptTime, d.RekeyAttemptTime)
 	fill(&p.RekeyTimeout, d.RekeyTimeout)
 	fill(&p.KeepaliveTimeout, d.KeepaliveTimeout)
+	fill(&p.SilenceTimeout, d.SilenceTimeout)
 	return p
 }
 

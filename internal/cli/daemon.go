@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -294,6 +295,9 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig, st sett
 		Logf:      errf,
 		OnTraffic: onTraffic,
 		Timers:    testTimerParams(),
+		// Beside the UAPI socket, opened before the sandbox applies:
+		// where the peers were, for the next process (device/resume.go).
+		StateFile: filepath.Join(ipc.DefaultSocketDir, name+".state"),
 	})
 	if err != nil {
 		l.Close()

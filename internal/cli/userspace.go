@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -229,7 +230,13 @@ func (o *userspaceOptions) quick() *ipc.QuickConfig {
 
 // engineOptions start the mode's device.
 func (o *userspaceOptions) engineOptions() engine.Options {
-	return engine.Options{Logf: o.logf, Source: o.source, Bind: o.settings.bind(o.logf)}
+	eo := engine.Options{Logf: o.logf, Source: o.source, Bind: o.settings.bind(o.logf)}
+	// Where the peers were, for the next run (device/resume.go): beside
+	// the UAPI socket, opened before the sandbox applies.
+	if o.socketDir != "" && privateSocketDir(o.socketDir, os.Getuid()) == nil {
+		eo.Device.StateFile = filepath.Join(o.socketDir, o.name+".state")
+	}
+	return eo
 }
 
 // netstackMode reports whether a netstack mode was asked for.

@@ -16,10 +16,11 @@ import (
 // key, port, addresses), it completes a fresh handshake, and the same TCP
 // connection (kernel TCP retransmitting across the gap) completes with every
 // byte intact. When the sender restarts, its retransmissions start the new
-// handshake at once. When the receiver restarts it sends nothing, and
-// recovery waits for the sender's WireGuard to give up on the dead session
-// (data sent, nothing back for keepalive + rekey timeout, 15 s) and for TCP's
-// backed-off retransmission, so it takes longer; the stall is logged.
+// handshake at once. When the receiver restarts, it finds the sender's
+// endpoint in its state file and initiates itself (device/resume.go), and
+// the sender's early new-handshake rule (device/timers/silence.go) would
+// start one after 2 s of silence anyway; TCP's backed-off retransmission
+// still adds to the stall, which is logged.
 func TestRestartMidStream(t *testing.T) {
 	requireRoot(t)
 	for _, restartSender := range []bool{true, false} {
