@@ -297,7 +297,7 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig, st sett
 		Timers:    testTimerParams(),
 		// Beside the UAPI socket, opened before the sandbox applies:
 		// where the peers were, for the next process (device/resume.go).
-		StateFile: filepath.Join(ipc.DefaultSocketDir, name+".state"),
+		StateFile: stateFile(name),
 	})
 	if err != nil {
 		l.Close()
@@ -401,4 +401,10 @@ func adaptProcs(logf func(string, ...any)) (stop, onTraffic func()) {
 		cancel()
 		<-done
 	}, w.Kick
+}
+
+// stateFile is where the daemon of iface remembers its peers' endpoints
+// for the next process: beside its UAPI socket.
+func stateFile(iface string) string {
+	return filepath.Join(ipc.DefaultSocketDir, iface+".state")
 }

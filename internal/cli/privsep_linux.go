@@ -149,6 +149,12 @@ func startWorker(iface string, tf, uf, mf *os.File, st settings) (*privsep.Monit
 			return nil, nil, err
 		}
 	}
+	// Nor the state file beside its socket; it keeps what the last
+	// process wrote, for the worker to read (and owned by whichever uid
+	// the last worker had).
+	if err := ownedKept(stateFile(iface), uid); err != nil {
+		return nil, nil, fmt.Errorf("state file: %w", err)
+	}
 	path, err := ipc.SocketPath(ipc.DefaultSocketDir, iface)
 	if err != nil {
 		return nil, nil, err
@@ -216,6 +222,21 @@ func ownedFile(path string, uid int) error {
 		return err
 	}
 	defer f.Close()
+	return f.Chown(uid, uid)
+}
+
+// ownedKept creates path if missing, keeping its contents, and gives it
+// to uid, mode 0600. A link there is refused (O_NOFOLLOW): root must not
+// hand the worker a file it was pointed at.
+func ownedKept(path string, uid int) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Chmod(0o600); err != nil {
+		return err
+	}
 	return f.Chown(uid, uid)
 }
 
