@@ -22,17 +22,16 @@ import (
 // TransportTCP, is the Endpoint the receive function reports and Send
 // takes: to the device it is just another endpoint.
 //
-// Memory is bounded: at most MaxConns connections, each with a read buffer
-// of streamframe.ReaderSize and a send queue of at most QueueBytes (twice,
-// while one is written), and a shared pool of receive chunks. A
+// Memory is bounded: at most 256 connections, each with a read buffer of
+// streamframe.ReaderSize and a send queue of at most 128 KiB (twice, while
+// one is written), and a shared pool of 16 receive chunks of 128 KiB. A
 // connection whose peer reads slowly drops its own frames when its queue
 // is full (StreamStats.TxQueueDrops); no Send ever waits for the network.
 //
 // An accepted connection is unproven until the device sends to it (it
 // answers only a message that authenticated or carried a valid MAC1, so
 // only someone who knows the device's public key gets that far): at most
-// MaxUnproven such connections are held, each for at most ProveTimeout
-// and UnprovenFrames frames. A zero-length frame closes any connection.
+// 32 such connections are held, each for at most 5 s and 160 frames. A zero-length frame closes any connection.
 type Stream struct {
 	opts StreamOptions
 	done chan struct{} // closed by Close
@@ -53,29 +52,32 @@ type Stream struct {
 
 // StreamOptions configure a Stream. The zero value is a good default.
 type StreamOptions struct {
-	// MaxConns caps the connections held, accepted and dialed (default
-	// 256). Accepts past it are closed at once.
-	MaxConns int
-	// MaxUnproven caps the accepted connections the device has not sent
-	// to yet (default 32); ProveTimeout is how long one may stay so
-	// (default 5 s) and UnprovenFrames how many frames it may deliver
-	// meanwhile (default 160, room for AmneziaWG's junk).
-	MaxUnproven    int
-	ProveTimeout   time.Duration
-	UnprovenFrames int
-	// QueueBytes caps one connection's queued frames (default 128 KiB).
-	QueueBytes int
-	// DialTimeout bounds one dial (default 5 s); after a failed dial the
-	// endpoint is not dialed again for DialBackoff (default 1 s) and
-	// frames to it are dropped.
-	DialTimeout, DialBackoff time.Duration
-	// WriteTimeout closes a connection whose peer has not taken a write
-	// for this long (default 15 s).
-	WriteTimeout time.Duration
 	// Logf receives rare events (listening, dial failures); nil discards.
 	Logf func(format string, args ...any)
-	// Dial, when set, replaces the TCP dial (tests).
-	Dial func(ctx context.Context, addr netip.AddrPort, mark uint32) (net.Conn, error)
+
+	// Decided, not exposed; tests set them.
+
+	// maxConns caps the connections held, accepted and dialed (default
+	// 256). Accepts past it are closed at once.
+	maxConns int
+	// maxUnproven caps the accepted connections the device has not sent
+	// to yet (default 32); proveTimeout is how long one may stay so
+	// (default 5 s) and unprovenFrames how many frames it may deliver
+	// meanwhile (default 160, room for AmneziaWG's junk).
+	maxUnproven    int
+	proveTimeout   time.Duration
+	unprovenFrames int
+	// queueBytes caps one connection's queued frames (default 128 KiB).
+	queueBytes int
+	// dialTimeout bounds one dial (default 5 s); after a failed dial the
+	// endpoint is not dialed again for dialBackoff (default 1 s) and
+	// frames to it are dropped.
+	dialTimeout, dialBackoff time.Duration
+	// writeTimeout closes a connection whose peer has not taken a write
+	// for this long (default 15 s).
+	writeTimeout time.Duration
+	// dial, when set, replaces the TCP dial.
+	dial func(ctx context.Context, addr netip.AddrPort, mark uint32) (net.Conn, error)
 }
 
 const (
@@ -100,19 +102,19 @@ func (o StreamOptions) withDefaults() StreamOptions {
 			*v = d
 		}
 	}
-	def(&o.MaxConns, defaultStreamConns)
-	def(&o.MaxUnproven, defaultStreamUnproven)
-	def(&o.UnprovenFrames, defaultUnprovenFrames)
-	def(&o.QueueBytes, defaultStreamQueue)
-	defDur(&o.ProveTimeout, defaultProveTimeout)
-	defDur(&o.DialTimeout, defaultDialTimeout)
-	defDur(&o.DialBackoff, defaultDialBackoff)
-	defDur(&o.WriteTimeout, defaultStreamWriteWait)
+	def(&o.maxConns, defaultStreamConns)
+	def(&o.maxUnproven, defaultStreamUnproven)
+	def(&o.unprovenFrames, defaultUnprovenFrames)
+	def(&o.queueBytes, defaultStreamQueue)
+	defDur(&o.proveTimeout, defaultProveTimeout)
+	defDur(&o.dialTimeout, defaultDialTimeout)
+	defDur(&o.dialBackoff, defaultDialBackoff)
+	defDur(&o.writeTimeout, defaultStreamWriteWait)
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	if o.Dial == nil {
-		o.Dial = dialTCP
+	if o.dial == nil {
+		o.dial = dialTCP
 	}
 	return o
 }
@@ -222,7 +224,7 @@ func (s *Stream) Close() error {
 }
 
 // Send queues bufs as frames on ep's connection, dialing one if there is
-// none (and the last dial to it did not fail within DialBackoff). It never
+// none (and the last dial to it did not fail within a second). It never
 // waits for the network: what does not fit the queue is dropped and
 // counted. bufs may be reused when it returns. An empty or over-long
 // datagram is dropped and counted, never sent.
@@ -249,7 +251,7 @@ func (s *Stream) connFor(dst netip.AddrPort) (*streamConn, error) {
 	}
 	if c := s.conns[dst]; c != nil {
 		if !c.failedAt.IsZero() {
-			if time.Since(c.failedAt) < s.opts.DialBackoff {
+			if time.Since(c.failedAt) < s.opts.dialBackoff {
 				return nil, errDialBackoff
 			}
 			delete(s.conns, dst)
@@ -258,9 +260,9 @@ func (s *Stream) connFor(dst netip.AddrPort) (*streamConn, error) {
 			return c, nil
 		}
 	}
-	if len(s.conns) >= s.opts.MaxConns {
+	if len(s.conns) >= s.opts.maxConns {
 		s.pruneLocked()
-		if len(s.conns) >= s.opts.MaxConns {
+		if len(s.conns) >= s.opts.maxConns {
 			s.ctr.connsRejected.Add(1)
 			return nil, errStreamFull
 		}
@@ -280,7 +282,7 @@ var (
 // pruneLocked forgets failed dials whose back-off is over, making room.
 func (s *Stream) pruneLocked() {
 	for dst, c := range s.conns {
-		if !c.failedAt.IsZero() && time.Since(c.failedAt) >= s.opts.DialBackoff {
+		if !c.failedAt.IsZero() && time.Since(c.failedAt) >= s.opts.dialBackoff {
 			delete(s.conns, dst)
 		}
 	}
@@ -322,7 +324,7 @@ func (s *Stream) admit(nc net.Conn) {
 	dst := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.unproven >= s.opts.MaxUnproven || len(s.conns) >= s.opts.MaxConns {
+	if s.closed || s.unproven >= s.opts.maxUnproven || len(s.conns) >= s.opts.maxConns {
 		s.ctr.connsRejected.Add(1)
 		nc.Close()
 		return
@@ -339,12 +341,12 @@ func (s *Stream) admit(nc net.Conn) {
 	s.wg.Add(2)
 	go c.readLoop()
 	go c.writeLoop()
-	c.proveTimer = time.AfterFunc(s.opts.ProveTimeout, c.unprovenTimeout)
+	c.proveTimer = time.AfterFunc(s.opts.proveTimeout, c.unprovenTimeout)
 }
 
 // forget removes c from the table once it is closed (unless a newer
 // connection to the same address took its place). A failed dial stays as
-// a marker for DialBackoff.
+// a marker for the dial back-off.
 func (s *Stream) forget(c *streamConn, failed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -376,8 +378,8 @@ func (s *Stream) proveLocked(c *streamConn) {
 	}
 }
 
-// Conns is how many connections are open or being dialed.
-func (s *Stream) Conns() int {
+// openConns is how many connections are open or being dialed.
+func (s *Stream) openConns() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0

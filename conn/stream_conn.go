@@ -31,6 +31,7 @@ type streamConn struct {
 
 	qmu   sync.Mutex // guards q, spare, nc, dead
 	q     []byte     // frames waiting for the writer
+	qn    int        // how many frames q holds
 	spare []byte     // the writer's last buffer, reused for q
 	nc    net.Conn   // nil while dialing
 	dead  bool
@@ -66,14 +67,15 @@ func (c *streamConn) enqueue(bufs [][]byte) {
 			bad++
 			continue
 		}
-		if len(c.q)+streamframe.Len(len(b)) > c.s.opts.QueueBytes {
+		if len(c.q)+streamframe.Len(len(b)) > c.s.opts.queueBytes {
 			drops++
 			continue
 		}
 		if c.q == nil {
-			c.q = make([]byte, 0, c.s.opts.QueueBytes)
+			c.q = make([]byte, 0, c.s.opts.queueBytes)
 		}
 		c.q, _ = streamframe.Append(c.q, b)
+		c.qn++
 		frames++
 		bytes += uint64(len(b))
 	}
@@ -90,7 +92,7 @@ func (c *streamConn) enqueue(bufs [][]byte) {
 // dial connects a client-side connection, then serves it.
 func (c *streamConn) dial(mark uint32) {
 	defer c.s.wg.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), c.s.opts.DialTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.s.opts.dialTimeout)
 	go func() {
 		select {
 		case <-c.closed:
@@ -98,7 +100,7 @@ func (c *streamConn) dial(mark uint32) {
 		}
 		cancel()
 	}()
-	nc, err := c.s.opts.Dial(ctx, c.dst, mark)
+	nc, err := c.s.opts.dial(ctx, c.dst, mark)
 	cancel()
 	if err != nil {
 		c.s.ctr.dialFailures.Add(1)
@@ -130,8 +132,10 @@ func (c *streamConn) shut() {
 		c.qmu.Lock()
 		c.dead = true
 		nc := c.nc
-		c.q = nil
+		lost := c.qn
+		c.q, c.qn = nil, 0
 		c.qmu.Unlock()
+		c.s.ctr.txNoConn.Add(uint64(lost))
 		close(c.closed)
 		if nc != nil {
 			nc.Close()
@@ -167,12 +171,16 @@ func (c *streamConn) writeLoop() {
 		}
 		c.qmu.Lock()
 		buf, nc := c.q, c.nc
-		c.q, c.spare = c.spare[:0], nil
+		if nc == nil {
+			c.qmu.Unlock()
+			continue // still dialing: the queue waits for the connection
+		}
+		c.q, c.spare, c.qn = c.spare[:0], nil, 0
 		c.qmu.Unlock()
-		if len(buf) == 0 || nc == nil {
+		if len(buf) == 0 {
 			continue
 		}
-		nc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout))
+		nc.SetWriteDeadline(time.Now().Add(c.s.opts.writeTimeout))
 		_, err := nc.Write(buf)
 		c.qmu.Lock()
 		c.spare = buf[:0]
@@ -206,7 +214,7 @@ func (c *streamConn) readLoop() {
 			return false
 		}
 		unproven++
-		return unproven > c.s.opts.UnprovenFrames
+		return unproven > c.s.opts.unprovenFrames
 	}
 	for {
 		p, err := fr.Next()

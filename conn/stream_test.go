@@ -120,7 +120,7 @@ func TestStreamZeroLengthCloses(t *testing.T) {
 }
 
 func TestStreamUnprovenTimeout(t *testing.T) {
-	srv, addr := listenStream(t, conn.StreamOptions{ProveTimeout: 50 * time.Millisecond})
+	srv, addr := listenStream(t, conn.TunedStream(conn.StreamTuning{ProveTimeout: 50 * time.Millisecond}))
 	c, err := net.Dial("tcp", addr.String())
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func TestStreamUnprovenTimeout(t *testing.T) {
 }
 
 func TestStreamUnprovenFrames(t *testing.T) {
-	srv, addr := listenStream(t, conn.StreamOptions{UnprovenFrames: 3})
+	srv, addr := listenStream(t, conn.TunedStream(conn.StreamTuning{UnprovenFrames: 3}))
 	c, err := net.Dial("tcp", addr.String())
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestStreamUnprovenFrames(t *testing.T) {
 }
 
 func TestStreamUnprovenCap(t *testing.T) {
-	srv, addr := listenStream(t, conn.StreamOptions{MaxUnproven: 2})
+	srv, addr := listenStream(t, conn.TunedStream(conn.StreamTuning{MaxUnproven: 2}))
 	var held []net.Conn
 	defer func() {
 		for _, c := range held {
@@ -167,7 +167,7 @@ func TestStreamUnprovenCap(t *testing.T) {
 		}
 		held = append(held, c)
 	}
-	for srv.Conns() < 2 {
+	for srv.OpenConns() < 2 {
 		time.Sleep(time.Millisecond)
 	}
 	c, err := net.Dial("tcp", addr.String())
@@ -198,7 +198,7 @@ func TestStreamStalledPeer(t *testing.T) {
 		}
 	}()
 	srv, addr := listenStream(t, conn.StreamOptions{})
-	cli := conn.NewStream(conn.StreamOptions{QueueBytes: 64 << 10})
+	cli := conn.NewStream(conn.TunedStream(conn.StreamTuning{QueueBytes: 64 << 10}))
 	defer cli.Close()
 	stalled := conn.Endpoint{Dst: ln.Addr().(*net.TCPAddr).AddrPort(), Transport: conn.TransportTCP}
 	big := make([][]byte, 64)
@@ -249,7 +249,7 @@ func TestStreamDialFailureBacksOff(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	dst := ln.Addr().(*net.TCPAddr).AddrPort()
 	ln.Close() // nothing listens there now
-	cli := conn.NewStream(conn.StreamOptions{DialBackoff: time.Hour})
+	cli := conn.NewStream(conn.TunedStream(conn.StreamTuning{DialBackoff: time.Hour}))
 	defer cli.Close()
 	ep := conn.Endpoint{Dst: dst, Transport: conn.TransportTCP}
 	cli.Send([][]byte{{1}}, ep)
@@ -259,7 +259,9 @@ func TestStreamDialFailureBacksOff(t *testing.T) {
 	if err := cli.Send([][]byte{{1}}, ep); err == nil {
 		t.Fatal("a send within the back-off did not fail")
 	}
-	if st := cli.Stats(); st.DialFailures != 1 || st.TxNoConn != 1 {
+	// Both frames are lost: the first with the failed dial, the second
+	// within the back-off.
+	if st := cli.Stats(); st.DialFailures != 1 || st.TxNoConn != 2 {
 		t.Fatalf("stats %+v", st)
 	}
 }

@@ -133,7 +133,7 @@ func (d *Device) sendJunk(ob *obfs.Params, ep conn.Endpoint) {
 			return
 		}
 	}
-	if d.bind.Send(junk, ep) != nil {
+	if d.send(junk, ep) != nil {
 		d.ctr.inc(cTxSendErrors)
 	}
 }

@@ -53,6 +53,10 @@ type Peer struct {
 
 	cookies *noise.CookieGenerator // safe for concurrent use
 
+	// transport is how the configured endpoint is reached, guarded by
+	// d.cfgMu (stream.go).
+	transport conn.Transport
+
 	epMu    sync.RWMutex // guards ep
 	ep      conn.Endpoint
 	hasEp   bool
