@@ -271,6 +271,7 @@ func (p *confParser) peerKey(key, value string) error {
 	case "transport":
 		t, err := parseTransport(value)
 		if err != nil {
+			//lint:ignore ST1005 the prefix is the config key, spelled as in wg.conf, like its neighbours
 			return fmt.Errorf("Transport: %w", err)
 		}
 		pc.Transport = t
