@@ -16,6 +16,10 @@ const (
 	// its length (16-bit big-endian), the framing of Mullvad's
 	// udp-over-tcp: see Stream.
 	TransportTCP
+	// TransportAuto is a peer's configuration, never an Endpoint's: UDP
+	// first, TCP after an unanswered handshake, UDP again when a later
+	// handshake over it is answered (the device decides).
+	TransportAuto
 )
 
 // ErrTransport is wrapped by ParseTransport for a name it does not know.
@@ -28,20 +32,25 @@ func (t Transport) String() string {
 		return "udp"
 	case TransportTCP:
 		return "tcp"
+	case TransportAuto:
+		return "auto"
 	}
 	return fmt.Sprintf("transport(%d)", uint8(t))
 }
 
-// ParseTransport parses "udp" or "tcp" (lower case, as String writes them).
+// ParseTransport parses "udp", "tcp" or "auto" (lower case, as String
+// writes them).
 func ParseTransport(s string) (Transport, error) {
 	switch s {
 	case "udp":
 		return TransportUDP, nil
 	case "tcp":
 		return TransportTCP, nil
+	case "auto":
+		return TransportAuto, nil
 	}
 	if len(s) > 16 {
 		s = s[:16] + "..."
 	}
-	return 0, fmt.Errorf("%w %q (want udp or tcp)", ErrTransport, s)
+	return 0, fmt.Errorf("%w %q (want udp, tcp or auto)", ErrTransport, s)
 }

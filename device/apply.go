@@ -28,7 +28,7 @@ func validate(cfg *Config) error {
 		if pc.PublicKey.IsZero() {
 			return fmt.Errorf("%w: peer %d has an all-zero public key", ErrInvalidConfig, i)
 		}
-		if pc.Transport != nil && *pc.Transport > conn.TransportTCP {
+		if pc.Transport != nil && *pc.Transport > conn.TransportAuto {
 			return fmt.Errorf("%w: peer %s: unknown transport %v", ErrInvalidConfig, pc.PublicKey, *pc.Transport)
 		}
 		if pc.ProtocolVersion != nil && *pc.ProtocolVersion != 1 {
@@ -208,7 +208,7 @@ func (d *Device) applyPeerLocked(pc *PeerConfig, now time.Time) {
 		p.setPeerTransportLocked(*pc.Transport)
 	}
 	if pc.Endpoint != nil {
-		p.setEndpoint(conn.Endpoint{Dst: netip.AddrPortFrom(pc.Endpoint.Addr().Unmap(), pc.Endpoint.Port()), Transport: p.transport})
+		p.setEndpoint(conn.Endpoint{Dst: netip.AddrPortFrom(pc.Endpoint.Addr().Unmap(), pc.Endpoint.Port()), Transport: endpointTransport(p.transport)})
 	}
 	p.mu.Lock()
 	if pc.PresharedKey != nil {

@@ -434,6 +434,7 @@ func (d *Device) handleResponse(msg []byte, ep conn.Endpoint, now time.Time) {
 	haveStaged := len(p.staged) > 0
 	p.sendStagedSoonLocked(now)
 	p.mu.Unlock()
+	p.fb.answered()
 	p.setEndpoint(ep)
 	p.emit(HandshakeCompleted, now)
 	if !haveStaged {
@@ -490,6 +491,12 @@ func (p *Peer) initiateAttempt(now time.Time, retry, byCookie bool) {
 	p.timers.AuthenticatedTraversal(now)
 	p.rescheduleLocked()
 	p.mu.Unlock()
+	if next, persist := p.fb.pick(ep); next != ep {
+		if persist {
+			p.setEndpoint(next)
+		}
+		ep = next
+	}
 	d.sendJunk(ob, ep)
 	p.txBytes.Add(uint64(len(out)))
 	if err := d.send([][]byte{out}, ep); err == nil {

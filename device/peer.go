@@ -56,6 +56,7 @@ type Peer struct {
 	// transport is how the configured endpoint is reached, guarded by
 	// d.cfgMu (stream.go).
 	transport conn.Transport
+	fb        fallback // TransportAuto's choice (fallback.go)
 
 	epMu    sync.RWMutex // guards ep
 	ep      conn.Endpoint

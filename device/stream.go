@@ -79,8 +79,9 @@ func (d *Device) followListenPortLocked() {
 // endpoint uses and moves its current endpoint to it; cfgMu is held.
 func (p *Peer) setPeerTransportLocked(t conn.Transport) {
 	p.transport = t
-	if ep, ok := p.endpoint(); ok && ep.Transport != t {
-		ep.Transport = t
+	p.fb.set(t == conn.TransportAuto)
+	if ep, ok := p.endpoint(); ok && ep.Transport != endpointTransport(t) {
+		ep.Transport = endpointTransport(t)
 		ep.ClearSrc()
 		p.setEndpoint(ep)
 	}

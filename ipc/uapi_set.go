@@ -450,7 +450,7 @@ func validateConfig(cfg *device.Config) error {
 		if pc.ProtocolVersion != nil && *pc.ProtocolVersion != 1 {
 			return fmt.Errorf("uapi: peer %d: protocol version %d (only 1 exists)", i, *pc.ProtocolVersion)
 		}
-		if pc.Transport != nil && *pc.Transport > conn.TransportTCP {
+		if pc.Transport != nil && *pc.Transport > conn.TransportAuto {
 			return fmt.Errorf("uapi: peer %d: unknown transport %v", i, *pc.Transport)
 		}
 		if pc.Endpoint != nil {

@@ -92,3 +92,24 @@ func rounded(v []float64) []int {
 	}
 	return out
 }
+
+// TestStreamAutoFallback: a client peer with transport auto behind a
+// router that drops all UDP tries UDP, falls back to the stream after one
+// unanswered initiation (Rekey-Timeout, 5 s), and carries TCP.
+func TestStreamAutoFallback(t *testing.T) {
+	requireTool(t, "iptables")
+	p := newPair(t, pairOpts{routed: true, noV6Overlay: true, onlyAKnows: true})
+	p.router.Run(append([]string{"iptables", "-A"}, dropAllUDP...)...)
+	p.b.fipsctl("set", p.b.iface, "tcp-listen", "on")
+	p.a.fipsctl("set", p.a.iface, "peer", p.b.key.pub, "transport", "auto")
+	start := time.Now()
+	p.a.ns.waitPing(p.b.tun4, 15*time.Second)
+	t.Logf("tunnel up after the fallback in %v", time.Since(start).Round(time.Millisecond))
+	tcpTransfer(t, p.a.ns, p.b.ns, svc(p.b.tun4, 5013), helperSpec{Bytes: 8 << 20, Seed: 33})
+	if out := p.a.fipsctl("show", p.a.iface); !strings.Contains(out, "transport: tcp") {
+		t.Errorf("show does not say the peer fell back to TCP:\n%s", out)
+	}
+	if n := censorDrops(t, p.router); n == 0 {
+		t.Error("no UDP was tried before the stream")
+	}
+}
