@@ -251,6 +251,9 @@ func (s *Stream) connFor(dst netip.AddrPort) (*streamConn, error) {
 	}
 	if c := s.conns[dst]; c != nil {
 		if !c.failedAt.IsZero() {
+			if c.inbound {
+				return nil, errNoDial
+			}
 			if time.Since(c.failedAt) < s.opts.dialBackoff {
 				return nil, errDialBackoff
 			}
@@ -276,13 +279,15 @@ func (s *Stream) connFor(dst netip.AddrPort) (*streamConn, error) {
 
 var (
 	errDialBackoff = errors.New("conn: stream endpoint unreachable, not redialed yet")
+	errNoDial      = errors.New("conn: stream endpoint connected to us and is gone; not dialed back")
 	errStreamFull  = errors.New("conn: stream connection cap reached")
 )
 
-// pruneLocked forgets failed dials whose back-off is over, making room.
+// pruneLocked forgets failed dials whose back-off is over and closed
+// accepted connections, making room.
 func (s *Stream) pruneLocked() {
 	for dst, c := range s.conns {
-		if !c.failedAt.IsZero() && time.Since(c.failedAt) >= s.opts.dialBackoff {
+		if !c.failedAt.IsZero() && (c.inbound || time.Since(c.failedAt) >= s.opts.dialBackoff) {
 			delete(s.conns, dst)
 		}
 	}
@@ -324,6 +329,9 @@ func (s *Stream) admit(nc net.Conn) {
 	dst := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.conns) >= s.opts.maxConns {
+		s.pruneLocked()
+	}
 	if s.closed || s.unproven >= s.opts.maxUnproven || len(s.conns) >= s.opts.maxConns {
 		s.ctr.connsRejected.Add(1)
 		nc.Close()
@@ -334,6 +342,7 @@ func (s *Stream) admit(nc net.Conn) {
 		go old.shut()
 	}
 	c := newStreamConn(s, dst, nc)
+	c.inbound = true
 	s.conns[dst] = c
 	c.counted = true
 	s.unproven++
@@ -346,7 +355,8 @@ func (s *Stream) admit(nc net.Conn) {
 
 // forget removes c from the table once it is closed (unless a newer
 // connection to the same address took its place). A failed dial stays as
-// a marker for the dial back-off.
+// a marker for the dial back-off, and a closed accepted connection as a
+// marker not to dial its address (both pruned when the table is full).
 func (s *Stream) forget(c *streamConn, failed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -357,7 +367,7 @@ func (s *Stream) forget(c *streamConn, failed bool) {
 	if s.conns[c.dst] != c {
 		return
 	}
-	if failed && !s.closed {
+	if (failed || c.inbound) && !s.closed {
 		c.failedAt = time.Now()
 		return
 	}

@@ -26,7 +26,8 @@ type streamConn struct {
 
 	// Guarded by s.mu.
 	counted    bool      // counted in s.unproven
-	failedAt   time.Time // a failed dial, kept as a back-off marker
+	failedAt   time.Time // closed: kept as a marker (see Stream.forget)
+	inbound    bool      // accepted, not dialed
 	proveTimer *time.Timer
 
 	qmu   sync.Mutex // guards q, spare, nc, dead

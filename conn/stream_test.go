@@ -281,3 +281,27 @@ func TestStreamCloseUnblocksReceive(t *testing.T) {
 		t.Fatalf("Listen after Close: %v", err)
 	}
 }
+
+// An endpoint that connected to the listener is not dialed back once its
+// connection is gone: its address is the peer's ephemeral port, and the
+// peer reconnects when it wants to; frames to it are dropped and counted.
+func TestStreamNoDialBackToAcceptedEndpoint(t *testing.T) {
+	srv, addr := listenStream(t, conn.StreamOptions{})
+	cli := conn.NewStream(conn.StreamOptions{})
+	ep := conn.Endpoint{Dst: addr, Transport: conn.TransportTCP}
+	cli.Send([][]byte{[]byte("hi")}, ep)
+	_, from := recvN(t, srv, 1)
+	srv.Send([][]byte{[]byte("proof")}, from[0]) // the device answered
+	recvN(t, cli, 1)
+	cli.Close()
+	for srv.OpenConns() != 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := srv.Send([][]byte{[]byte("late")}, from[0]); err == nil {
+		t.Fatal("a send to a closed accepted endpoint succeeded")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if st := srv.Stats(); st.DialFailures != 0 || st.ConnsDialed != 0 || st.TxNoConn != 1 {
+		t.Fatalf("stats %+v: want no dial and one frame dropped", st)
+	}
+}
