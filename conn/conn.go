@@ -27,6 +27,10 @@ type Endpoint struct {
 	Src netip.Addr
 	// SrcIfIndex is the interface Src was seen on (0 when unknown).
 	SrcIfIndex int32
+	// Transport is how datagrams to Dst travel; the zero value is UDP.
+	// A Bind sends UDP whatever it says: the device hands the others to
+	// their own transport (Stream).
+	Transport Transport
 }
 
 // ClearSrc forgets the sticky source so the kernel chooses again.

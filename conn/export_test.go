@@ -1,5 +1,7 @@
 package conn
 
+import "time"
+
 // Hooks for the external tests (package conn_test) into sizing that is not
 // part of the API.
 
@@ -9,3 +11,18 @@ func Sized(o Options, batchSize, groBuffers, sends int) Options {
 	o.batchSize, o.groBuffers, o.maxConcurrentSends = batchSize, groBuffers, sends
 	return o
 }
+
+// StreamTuning is the Stream's test-only limits (0 keeps a default).
+type StreamTuning struct {
+	MaxUnproven, UnprovenFrames, QueueBytes int
+	ProveTimeout, DialBackoff               time.Duration
+}
+
+// TunedStream returns options with t's limits.
+func TunedStream(t StreamTuning) StreamOptions {
+	return StreamOptions{maxUnproven: t.MaxUnproven, unprovenFrames: t.UnprovenFrames,
+		queueBytes: t.QueueBytes, proveTimeout: t.ProveTimeout, dialBackoff: t.DialBackoff}
+}
+
+// OpenConns is how many connections s holds or dials.
+func (s *Stream) OpenConns() int { return s.openConns() }

@@ -28,6 +28,9 @@ func validate(cfg *Config) error {
 		if pc.PublicKey.IsZero() {
 			return fmt.Errorf("%w: peer %d has an all-zero public key", ErrInvalidConfig, i)
 		}
+		if pc.Transport != nil && *pc.Transport > conn.TransportAuto {
+			return fmt.Errorf("%w: peer %s: unknown transport %v", ErrInvalidConfig, pc.PublicKey, *pc.Transport)
+		}
 		if pc.ProtocolVersion != nil && *pc.ProtocolVersion != 1 {
 			return fmt.Errorf("%w: peer %s: protocol_version %d is not supported (only 1)", ErrInvalidConfig, pc.PublicKey, *pc.ProtocolVersion)
 		}
@@ -67,15 +70,22 @@ func (d *Device) Apply(cfg *Config) (err error) {
 		}
 		old := d.fwmark
 		d.fwmark = *cfg.FwMark
+		d.stream.SetMark(d.fwmark)
 		defer func() {
 			if err != nil {
 				d.fwmark = old
 				d.bind.SetMark(old)
+				d.stream.SetMark(old)
 			}
 		}()
 	}
 	if cfg.ListenPort != nil && *cfg.ListenPort != d.listenPort {
 		if err := d.rebindLocked(*cfg.ListenPort); err != nil {
+			return err
+		}
+	}
+	if cfg.StreamListen != nil && *cfg.StreamListen != d.streamListen {
+		if err := d.setStreamListenLocked(*cfg.StreamListen); err != nil {
 			return err
 		}
 	}
@@ -116,6 +126,7 @@ func (d *Device) rebindLocked(port uint16) error {
 		}
 		return fmt.Errorf("%w: %w", ErrPortInUse, err)
 	}
+	d.followListenPortLocked()
 	// Sticky source addresses belonged to the old sockets.
 	d.peersMu.RLock()
 	for _, p := range d.peers {
@@ -194,8 +205,11 @@ func (d *Device) applyPeerLocked(pc *PeerConfig, now time.Time) {
 		}()
 	}
 
+	if pc.Transport != nil {
+		p.setPeerTransportLocked(*pc.Transport)
+	}
 	if pc.Endpoint != nil {
-		p.setEndpoint(conn.Endpoint{Dst: netip.AddrPortFrom(pc.Endpoint.Addr().Unmap(), pc.Endpoint.Port())})
+		p.setEndpoint(conn.Endpoint{Dst: netip.AddrPortFrom(pc.Endpoint.Addr().Unmap(), pc.Endpoint.Port()), Transport: endpointTransport(p.transport)})
 	}
 	p.mu.Lock()
 	if pc.PresharedKey != nil {
@@ -255,8 +269,9 @@ func (d *Device) removePeerLocked(p *Peer) {
 // Status is a snapshot of the configuration and counters.
 func (d *Device) Status() Status {
 	d.cfgMu.Lock()
-	st := Status{ListenPort: d.listenPort, FwMark: d.fwmark}
+	st := Status{ListenPort: d.listenPort, FwMark: d.fwmark, StreamListen: d.streamListen}
 	d.cfgMu.Unlock()
+	st.StreamPort = d.stream.Port()
 	if s := d.static.Load(); s != nil {
 		st.PrivateKey, st.PublicKey = s.Private, s.Public
 	}
@@ -297,7 +312,7 @@ func (p *Peer) status(aips []netip.Prefix) PeerStatus {
 		PathMTUSource:   pmtuSource(p.pmtu.source.Load()).String(),
 	}
 	if ep, ok := p.endpoint(); ok {
-		ps.Endpoint = ep.Dst
+		ps.Endpoint, ps.Transport = ep.Dst, ep.Transport
 	}
 	p.mu.Lock()
 	ps.PresharedKey = p.hs.PresharedKey()
@@ -329,6 +344,7 @@ func (d *Device) counterSnapshot() []Counter {
 		)
 		out = appendSojourn(out, "rx_socket", hist.Snapshot(s.RxSojourn), s.RxSojournNanos)
 	}
+	out = append(out, d.streamCounters()...)
 	for s := range numStages {
 		out = appendSojourn(out, stageNames[s], d.sojourn[s].Snapshot(), d.sojourn[s].SumNanos())
 	}

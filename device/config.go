@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device/noise"
 )
 
@@ -19,6 +20,9 @@ type Config struct {
 	Peers        []PeerConfig
 	// Obfuscation, when set, replaces the AmneziaWG parameters whole.
 	Obfuscation *Obfuscation
+	// StreamListen, when set, turns the TCP listener for peers' streams
+	// on or off.
+	StreamListen *StreamListen
 }
 
 // PeerConfig changes one peer, identified by its public key.
@@ -36,6 +40,9 @@ type PeerConfig struct {
 	AllowedIPs          []AllowedIPChange
 	// ProtocolVersion, when set, must be 1.
 	ProtocolVersion *int
+	// Transport, when set, is how datagrams to the configured endpoint
+	// travel: UDP, or a TCP stream the device dials.
+	Transport *conn.Transport
 }
 
 // AllowedIPChange adds a prefix to a peer, or with Remove takes that one
@@ -53,7 +60,11 @@ type Status struct {
 	FwMark     uint32
 	// Obfuscation is zero when off.
 	Obfuscation Obfuscation
-	Peers       []PeerStatus
+	// StreamListen is the stream listener as configured, StreamPort the
+	// TCP port it listens on (0: none).
+	StreamListen StreamListen
+	StreamPort   uint16
+	Peers        []PeerStatus
 	// Counters are fips-go's own counters (drops by reason, handshakes,
 	// offload fallbacks), in a stable order, name then value.
 	Counters []Counter
@@ -74,6 +85,8 @@ type PeerStatus struct {
 	// "probe"; "unknown" with 0). fips-go's own: wg never sees them.
 	PathMTU       int
 	PathMTUSource string
+	// Transport is the transport of the peer's current endpoint.
+	Transport conn.Transport
 }
 
 // Counter is one named cumulative counter.

@@ -73,7 +73,12 @@ func (s *peerSockets) ref(d *Device, cb conn.ConnectBind, ep conn.Endpoint) {
 	if s.m == nil {
 		s.m = make(map[netip.AddrPort]*peerSocket)
 	}
-	s.m[ep.Dst] = &peerSocket{pc: s.connect(d, cb, ep), refs: 1}
+	var pc conn.PeerConn
+	if ep.Transport == conn.TransportUDP {
+		// A stream endpoint has its TCP connection instead.
+		pc = s.connect(d, cb, ep)
+	}
+	s.m[ep.Dst] = &peerSocket{pc: pc, refs: 1}
 }
 
 func (s *peerSockets) unref(dst netip.AddrPort) {

@@ -69,6 +69,10 @@ type Device struct {
 	listenPort uint16     // guarded by cfgMu
 	fwmark     uint32     // guarded by cfgMu
 	bindWG     sync.WaitGroup
+	// stream is the TCP transport beside the bind (stream.go);
+	// streamListen is its configuration, guarded by cfgMu.
+	stream       *conn.Stream
+	streamListen StreamListen
 
 	static  atomic.Pointer[noise.Static] // nil: no private key
 	checker atomic.Pointer[noise.CookieChecker]
@@ -127,10 +131,13 @@ func New(t tun.Device, b conn.Bind, opts Options) (*Device, error) {
 	d.wheel = newTimerWheel(d)
 	d.staging = newStagePool(opts.stagingBuffers, max(mtu, 1500))
 
+	d.startStream()
 	d.cfgMu.Lock()
 	err = d.openBindLocked(opts.ListenPort)
 	d.cfgMu.Unlock()
 	if err != nil {
+		d.stream.Close()
+		d.readersWG.Wait()
 		return nil, err
 	}
 	for range opts.Workers {
@@ -171,13 +178,19 @@ func (d *Device) openBindLocked(port uint16) error {
 	for _, fn := range fns {
 		d.readersWG.Add(1)
 		d.bindWG.Add(1)
-		go d.receiver(fn, true)
+		go func() {
+			defer d.bindWG.Done()
+			d.receiver(fn, true)
+		}()
 	}
 	if cb, ok := d.bind.(conn.ConnectBind); ok {
 		for _, fn := range cb.ConnectedReceiveFuncs() {
 			d.readersWG.Add(1)
 			d.bindWG.Add(1)
-			go d.receiver(fn, false)
+			go func() {
+				defer d.bindWG.Done()
+				d.receiver(fn, false)
+			}()
 		}
 	}
 	return nil
@@ -219,6 +232,7 @@ func (d *Device) teardown() {
 	d.cfgMu.Lock()
 	d.socks.shutdown()
 	d.bind.Close()
+	d.stream.Close()
 	d.cfgMu.Unlock()
 	d.tun.Close()
 	d.readersWG.Wait()

@@ -130,11 +130,11 @@ func (d *Device) flushReplies(out *replies) {
 		return
 	}
 	sent := 0
-	if es, ok := d.bind.(conn.EachSender); ok {
+	if es, ok := d.bind.(conn.EachSender); ok && !anyStream(out.eps[:out.n]) {
 		sent, _ = es.SendEach(out.bufs[:out.n], out.eps[:out.n])
 	} else {
 		for i := range out.n {
-			if d.bind.Send(out.bufs[i:i+1], out.eps[i]) == nil {
+			if d.send(out.bufs[i:i+1], out.eps[i]) == nil {
 				sent++
 			}
 		}
@@ -326,7 +326,7 @@ func (d *Device) handleInitiation(msg []byte, ep conn.Endpoint, now time.Time) b
 	p.rxBytes.Add(uint64(len(msg)))
 	p.setEndpoint(ep)
 	p.txBytes.Add(uint64(len(resp)))
-	if err := d.bind.Send([][]byte{resp}, ep); err == nil {
+	if err := d.send([][]byte{resp}, ep); err == nil {
 		d.ctr.inc(cHandshakeResponsesSent)
 	} else {
 		p.txBytes.Add(-uint64(len(resp)))
@@ -439,6 +439,7 @@ func (d *Device) handleResponse(msg []byte, ep conn.Endpoint, now time.Time) {
 	haveStaged := len(p.staged) > 0
 	p.sendStagedSoonLocked(now)
 	p.mu.Unlock()
+	p.fb.answered()
 	p.setEndpoint(ep)
 	p.carry().lastRx.Store(now.Unix())
 	p.emit(HandshakeCompleted, now)
@@ -496,9 +497,15 @@ func (p *Peer) initiateAttempt(now time.Time, retry, byCookie bool) {
 	p.timers.AuthenticatedTraversal(now)
 	p.rescheduleLocked()
 	p.mu.Unlock()
+	if next, persist := p.fb.pick(ep); next != ep {
+		if persist {
+			p.setEndpoint(next)
+		}
+		ep = next
+	}
 	d.sendJunk(ob, ep)
 	p.txBytes.Add(uint64(len(out)))
-	if err := d.bind.Send([][]byte{out}, ep); err == nil {
+	if err := d.send([][]byte{out}, ep); err == nil {
 		d.ctr.inc(cHandshakeInitiationsSent)
 	} else {
 		p.txBytes.Add(-uint64(len(out)))

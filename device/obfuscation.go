@@ -189,7 +189,7 @@ func (d *Device) sendJunk(ob *obfs.Params, ep conn.Endpoint) {
 		}
 		junk = append(junk, b)
 	}
-	if len(junk) > 0 && d.bind.Send(junk, ep) != nil {
+	if len(junk) > 0 && d.send(junk, ep) != nil {
 		d.ctr.inc(cTxSendErrors)
 	}
 }

@@ -54,6 +54,11 @@ type Peer struct {
 
 	cookies *noise.CookieGenerator // safe for concurrent use
 
+	// transport is how the configured endpoint is reached, guarded by
+	// d.cfgMu (stream.go).
+	transport conn.Transport
+	fb        fallback // TransportAuto's choice (fallback.go)
+
 	epMu    sync.RWMutex // guards ep
 	ep      conn.Endpoint
 	hasEp   bool

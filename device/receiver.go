@@ -14,7 +14,8 @@ import (
 // receiver reads datagram batches from one socket of the bind until the
 // bind closes. Other errors are counted and survived, backing off while
 // they persist so that a socket stuck in an error does not spin a core.
-// Under load, if paced, it paces itself to opts.HandshakeReads handshake
+// The bind's receivers are counted in bindWG by their callers, the stream
+// transport's is not: a rebind does not stop it. Under load, if paced, it paces itself to opts.HandshakeReads handshake
 // messages a second (see Options) and tells the bind to shed.
 //
 // The connected sockets' reader (conn.ConnectBind's ConnectedReceiveFuncs)
@@ -24,7 +25,6 @@ import (
 // instead).
 func (d *Device) receiver(fn conn.ReceiveFunc, paced bool) {
 	defer d.readersWG.Done()
-	defer d.bindWG.Done()
 	rb := d.getBatch()
 	var retry retryPolicy
 	pace := ratelimit.NewPacer(d.opts.handshakeReads, d.opts.handshakeReads/20)

@@ -388,7 +388,7 @@ func (p *Peer) sendBatches(bs []*batch, out [][]byte) [][]byte {
 		if len(out) == 0 {
 			return
 		}
-		if err := d.bind.Send(out, ep); err != nil {
+		if err := d.send(out, ep); err != nil {
 			d.ctr.add(cTxSendErrors, uint64(len(out)))
 		} else {
 			p.txBytes.Add(bytes)

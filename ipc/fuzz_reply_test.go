@@ -19,6 +19,8 @@ func FuzzReadReply(f *testing.F) {
 		"tx_bytes=10\nrx_bytes=20\npersistent_keepalive_interval=25\nallowed_ip=10.0.0.0/8\nallowed_ip=::/0\n" +
 		"protocol_version=1\nerrno=0\n\n")
 	f.Add("counter_rx_drop_handshake_queue_full=3\ncounter_tx_packets=99\nerrno=0\n\n")
+	f.Add("listen_port=1\nfips_tcp_listen=443\npublic_key=" + strings.Repeat("02", 32) +
+		"\nendpoint=192.0.2.1:443\nfips_transport=tcp\nerrno=0\n\n")
 	f.Add("errno=-22\n\n")
 	f.Add("public_key=zz\nerrno=0\n")
 	f.Fuzz(func(t *testing.T, reply string) {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
 )
@@ -20,10 +21,12 @@ import (
 //	listen_port=<port>
 //	fwmark=<mark>                   omitted when 0
 //	jc=<n> .. h4=<n>                obfuscation (see obfsKeys), each omitted when 0
+//	fips_tcp_listen=on|<port>       stream listener, omitted when off (transport.go)
 //	public_key=<hex>                starts a peer
 //	preshared_key=<hex>             all zeros when none
 //	protocol_version=1
 //	endpoint=<ip:port>              omitted when unknown
+//	fips_transport=tcp              the endpoint's transport, omitted for UDP
 //	last_handshake_time_sec=<unix seconds, 0 when none>
 //	last_handshake_time_nsec=<ns>
 //	tx_bytes=<n>
@@ -54,6 +57,7 @@ func WriteGet(w io.Writer, st device.Status) error {
 		b = appendUint(b, "fwmark", uint64(st.FwMark))
 	}
 	b = appendObfs(b, st.Obfuscation, false)
+	b = appendStreamListen(b, st.StreamListen)
 	for i := range st.Peers {
 		b = appendPeerStatus(b, &st.Peers[i])
 		if len(b) >= flushAt {
@@ -79,6 +83,7 @@ func appendPeerStatus(b []byte, ps *device.PeerStatus) []byte {
 		b = append(b, "endpoint="...)
 		b = ps.Endpoint.AppendTo(b)
 		b = append(b, '\n')
+		b = appendTransport(b, ps.Transport)
 	}
 	var sec, nsec int64
 	if !ps.LastHandshake.IsZero() {
@@ -252,6 +257,10 @@ func (g *getParser) deviceKV(k, v []byte) error {
 		n, err := parseDecimal(v, 32)
 		g.st.FwMark = uint32(n)
 		return err
+	case uapiTCPListen:
+		sl, err := parseStreamListen(string(v))
+		g.st.StreamListen = sl
+		return err
 	default:
 		if isObfsKey(string(k)) {
 			o := &g.st.Obfuscation
@@ -272,6 +281,11 @@ func (g *getParser) peerKV(ps *device.PeerStatus, hs *[2]int64, k, v []byte) err
 		ps.ProtocolVersion = int(n)
 	case "endpoint":
 		ps.Endpoint, err = netip.ParseAddrPort(string(v))
+	case uapiTransport:
+		var t *conn.Transport
+		if t, err = parseTransport(string(v)); err == nil {
+			ps.Transport = *t
+		}
 	case "last_handshake_time_sec":
 		n, err = parseDecimal(v, 63)
 		hs[0] = int64(n)

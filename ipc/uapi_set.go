@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 
+	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
 )
@@ -26,6 +27,7 @@ const DefaultMaxRequest = 16 << 20
 //	fwmark=<0..4294967295>        0 removes the mark
 //	replace_peers=true
 //	jc=<n> .. h4=<n>              AmneziaWG obfuscation (see obfsKeys)
+//	fips_tcp_listen=off|on|<port> stream listener (see transport.go)
 //	public_key=<64 hex>           starts a peer section
 //	remove=true                   peer section
 //	update_only=true
@@ -35,6 +37,7 @@ const DefaultMaxRequest = 16 << 20
 //	replace_allowed_ips=true
 //	allowed_ip=[-]<prefix>        '-' removes that prefix from the peer
 //	protocol_version=1
+//	fips_transport=udp|tcp        the endpoint's transport (transport.go)
 //	<empty line>
 //
 // Lines take effect in order, as in wireguard-go: a repeated key overrides
@@ -168,6 +171,12 @@ func (p *setParser) deviceLine(k, v []byte) *Error {
 			return wrapError(ErrnoInvalid, err, "replace_peers")
 		}
 		p.cfg.ReplacePeers = true
+	case uapiTCPListen:
+		sl, err := parseStreamListen(string(v))
+		if err != nil {
+			return wrapError(ErrnoInvalid, err, uapiTCPListen)
+		}
+		p.cfg.StreamListen = &sl
 	default:
 		if isObfsKey(string(k)) {
 			if err := setObfsKey(&p.cfg.Obfuscation, string(k), string(v)); err != nil {
@@ -225,6 +234,8 @@ func (p *setParser) peerLine(pc *device.PeerConfig, k, v []byte) *Error {
 			one := 1
 			pc.ProtocolVersion = &one
 		}
+	case uapiTransport:
+		pc.Transport, err = parseTransport(string(v))
 	default:
 		return errorf(ErrnoInvalid, "%q is not a peer key", truncate(k))
 	}
@@ -365,6 +376,11 @@ func WriteSet(w io.Writer, cfg *device.Config) error {
 	if cfg.Obfuscation != nil {
 		b = appendObfs(b, *cfg.Obfuscation, true)
 	}
+	if cfg.StreamListen != nil {
+		b = append(b, uapiTCPListen+"="...)
+		b = append(b, formatStreamListen(*cfg.StreamListen)...)
+		b = append(b, '\n')
+	}
 	if cfg.ReplacePeers {
 		b = append(b, "replace_peers=true\n"...)
 	}
@@ -395,6 +411,11 @@ func appendPeerConfig(b []byte, pc *device.PeerConfig) []byte {
 	}
 	if pc.PresharedKey != nil {
 		b = appendHexKey(b, "preshared_key", *pc.PresharedKey)
+	}
+	if pc.Transport != nil {
+		b = append(b, uapiTransport+"="...)
+		b = append(b, pc.Transport.String()...)
+		b = append(b, '\n')
 	}
 	if pc.Endpoint != nil {
 		b = append(b, "endpoint="...)
@@ -428,6 +449,9 @@ func validateConfig(cfg *device.Config) error {
 		}
 		if pc.ProtocolVersion != nil && *pc.ProtocolVersion != 1 {
 			return fmt.Errorf("uapi: peer %d: protocol version %d (only 1 exists)", i, *pc.ProtocolVersion)
+		}
+		if pc.Transport != nil && *pc.Transport > conn.TransportAuto {
+			return fmt.Errorf("uapi: peer %d: unknown transport %v", i, *pc.Transport)
 		}
 		if pc.Endpoint != nil {
 			if !pc.Endpoint.IsValid() {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
 )
@@ -211,6 +212,12 @@ func (p *confParser) interfaceKey(key, value string) error {
 			return fmt.Errorf("FwMark: %w", err)
 		}
 		p.cfg.FwMark = &m
+	case "tcplisten":
+		sl, err := parseStreamListen(value)
+		if err != nil {
+			return fmt.Errorf("TCPListen: %w", err)
+		}
+		p.cfg.StreamListen = &sl
 	default:
 		if k := strings.ToLower(key); isObfsKey(k) {
 			if err := setObfsKey(&p.cfg.Obfuscation, k, value); err != nil {
@@ -266,6 +273,13 @@ func (p *confParser) peerKey(key, value string) error {
 			return fmt.Errorf("PersistentKeepalive: %w", err)
 		}
 		pc.PersistentKeepalive = &ka
+	case "transport":
+		t, err := parseTransport(value)
+		if err != nil {
+			//lint:ignore ST1005 the prefix is the config key, spelled as in wg.conf, like its neighbours
+			return fmt.Errorf("Transport: %w", err)
+		}
+		pc.Transport = t
 	default:
 		return fmt.Errorf("unknown [Peer] key %q", shorten(key))
 	}
@@ -385,6 +399,9 @@ func FormatConfig(st device.Status) string {
 		fmt.Fprintf(&b, "FwMark = 0x%x\n", st.FwMark)
 	}
 	formatObfs(&b, st.Obfuscation)
+	if st.StreamListen.On {
+		fmt.Fprintf(&b, "TCPListen = %s\n", formatStreamListen(st.StreamListen))
+	}
 	if !st.PrivateKey.IsZero() {
 		fmt.Fprintf(&b, "PrivateKey = %s\n", st.PrivateKey.Base64())
 	}
@@ -406,6 +423,9 @@ func FormatConfig(st device.Status) string {
 		}
 		if ps.Endpoint.IsValid() {
 			fmt.Fprintf(&b, "Endpoint = %s\n", ps.Endpoint.String())
+			if ps.Transport != conn.TransportUDP {
+				fmt.Fprintf(&b, "Transport = %s\n", ps.Transport)
+			}
 		}
 		if ps.PersistentKeepalive != 0 {
 			b.WriteString("PersistentKeepalive = " + strconv.Itoa(int(ps.PersistentKeepalive)) + "\n")

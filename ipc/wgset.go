@@ -13,7 +13,8 @@ import (
 //
 //	[listen-port P] [fwmark M|off] [private-key FILE]
 //	[jc N] [jmin N] [jmax N] [s1 N] .. [s4 N] [h1 N[-M]] .. [h4 N[-M]] [i1 TAGS] .. [i5 TAGS]
-//	[peer KEY [remove] [preshared-key FILE] [endpoint HOST:PORT]
+//	[tcp-listen off|on|PORT]
+//	[peer KEY [remove] [preshared-key FILE] [endpoint HOST:PORT] [transport udp|tcp|auto]
 //	          [persistent-keepalive N|off] [allowed-ips A/B[,C/D]...]]...
 //
 // Keys given as FILE are read with readFile; an empty file removes the key.
@@ -70,9 +71,9 @@ func setArgAllowed(arg string, inPeer bool) bool {
 		return true
 	case "listen-port", "fwmark", "private-key":
 		return !inPeer
-	case "jc", "jmin", "jmax", "s1", "s2", "s3", "s4", "h1", "h2", "h3", "h4", "i1", "i2", "i3", "i4", "i5":
+	case "jc", "jmin", "jmax", "s1", "s2", "s3", "s4", "h1", "h2", "h3", "h4", "i1", "i2", "i3", "i4", "i5", "tcp-listen":
 		return !inPeer
-	case "preshared-key", "endpoint", "persistent-keepalive", "allowed-ips":
+	case "preshared-key", "endpoint", "persistent-keepalive", "allowed-ips", "transport":
 		return inPeer
 	}
 	return false
@@ -99,6 +100,12 @@ func setDeviceArg(cfg *device.Config, arg, v string, readFile func(string) ([]by
 		}
 		pk := noise.PrivateKey(k)
 		cfg.PrivateKey = &pk
+	case "tcp-listen":
+		sl, err := parseStreamListen(v)
+		if err != nil {
+			return err
+		}
+		cfg.StreamListen = &sl
 	default:
 		return setObfsKey(&cfg.Obfuscation, arg, v)
 	}
@@ -126,6 +133,12 @@ func setPeerArg(pc *device.PeerConfig, arg, v string, resolve Resolver, readFile
 			return err
 		}
 		pc.PersistentKeepalive = &ka
+	case "transport":
+		t, err := parseTransport(v)
+		if err != nil {
+			return err
+		}
+		pc.Transport = t
 	case "allowed-ips":
 		// Like wg, a second allowed-ips for the same peer adds to the first.
 		return applyAllowedIPs(pc, removeSpace(v))

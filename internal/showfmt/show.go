@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
 )
@@ -53,6 +54,13 @@ func FormatShow(w io.Writer, iface string, st device.Status, opts ShowOptions) e
 	if st.FwMark != 0 {
 		fmt.Fprintf(bw, "  fwmark: 0x%x\n", st.FwMark)
 	}
+	if sl := st.StreamListen; sl.On {
+		port := sl.Port
+		if port == 0 {
+			port = st.ListenPort
+		}
+		fmt.Fprintf(bw, "  tcp listening port: %d\n", port)
+	}
 	showObfuscation(bw, st.Obfuscation)
 	if opts.Sandbox != "" {
 		fmt.Fprintf(bw, "  sandbox: %s\n", opts.Sandbox)
@@ -88,6 +96,9 @@ func showPeer(bw *bufio.Writer, ps *device.PeerStatus, now time.Time, opts ShowO
 	}
 	if ps.Endpoint.IsValid() {
 		fmt.Fprintf(bw, "  endpoint: %s\n", ps.Endpoint)
+		if ps.Transport != conn.TransportUDP {
+			fmt.Fprintf(bw, "  transport: %s\n", ps.Transport)
+		}
 	}
 	if name := opts.EndpointNames[ps.PublicKey]; name != "" {
 		fmt.Fprintf(bw, "  endpoint name: %s (followed when handshakes fail)\n", name)

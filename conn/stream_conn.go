@@ -1,0 +1,268 @@
+package conn
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fips-go/fips-go/conn/internal/streamframe"
+)
+
+// streamConn is one TCP connection of a Stream: a reader goroutine that
+// hands the frames it finds to the Stream's receive function in chunks,
+// and a writer goroutine that writes everything queued since its last
+// write in one call.
+type streamConn struct {
+	s      *Stream
+	dst    netip.AddrPort
+	ep     Endpoint
+	proven atomic.Bool // the device sent to it, or we dialed it
+
+	// Guarded by s.mu.
+	counted    bool      // counted in s.unproven
+	failedAt   time.Time // closed: kept as a marker (see Stream.forget)
+	inbound    bool      // accepted, not dialed
+	proveTimer *time.Timer
+
+	qmu   sync.Mutex // guards q, spare, nc, dead
+	q     []byte     // frames waiting for the writer
+	qn    int        // how many frames q holds
+	spare []byte     // the writer's last buffer, reused for q
+	nc    net.Conn   // nil while dialing
+	dead  bool
+
+	wake      chan struct{} // 1-buffered: q has something
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func newStreamConn(s *Stream, dst netip.AddrPort, nc net.Conn) *streamConn {
+	return &streamConn{
+		s:      s,
+		dst:    dst,
+		ep:     Endpoint{Dst: dst, Transport: TransportTCP},
+		nc:     nc,
+		wake:   make(chan struct{}, 1),
+		closed: make(chan struct{}),
+	}
+}
+
+// enqueue frames bufs onto the queue; a frame that does not fit is dropped
+// and counted.
+func (c *streamConn) enqueue(bufs [][]byte) {
+	var drops, bad, frames, bytes uint64
+	c.qmu.Lock()
+	if c.dead {
+		c.qmu.Unlock()
+		c.s.ctr.txNoConn.Add(uint64(len(bufs)))
+		return
+	}
+	for _, b := range bufs {
+		if len(b) == 0 || len(b) > streamframe.MaxPayload {
+			bad++
+			continue
+		}
+		if len(c.q)+streamframe.Len(len(b)) > c.s.opts.queueBytes {
+			drops++
+			continue
+		}
+		if c.q == nil {
+			c.q = make([]byte, 0, c.s.opts.queueBytes)
+		}
+		c.q, _ = streamframe.Append(c.q, b)
+		c.qn++
+		frames++
+		bytes += uint64(len(b))
+	}
+	c.qmu.Unlock()
+	if frames > 0 {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+	c.s.ctr.txQueued(frames, bytes, drops, bad)
+}
+
+// dial connects a client-side connection, then serves it.
+func (c *streamConn) dial(mark uint32) {
+	defer c.s.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), c.s.opts.dialTimeout)
+	go func() {
+		select {
+		case <-c.closed:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	nc, err := c.s.opts.dial(ctx, c.dst, mark)
+	cancel()
+	if err != nil {
+		c.s.ctr.dialFailures.Add(1)
+		c.s.opts.Logf("conn: stream dial %v: %v", c.dst, err)
+		c.shut()
+		c.s.forget(c, true)
+		return
+	}
+	c.qmu.Lock()
+	dead := c.dead
+	if !dead {
+		c.nc = nc
+	}
+	c.qmu.Unlock()
+	if dead {
+		nc.Close()
+		return
+	}
+	c.proven.Store(true)
+	c.s.ctr.connsDialed.Add(1)
+	c.s.wg.Add(2)
+	go c.readLoop()
+	go c.writeLoop()
+}
+
+// shut closes the connection (or stops a dial); the goroutines end.
+func (c *streamConn) shut() {
+	c.closeOnce.Do(func() {
+		c.qmu.Lock()
+		c.dead = true
+		nc := c.nc
+		lost := c.qn
+		c.q, c.qn = nil, 0
+		c.qmu.Unlock()
+		c.s.ctr.txNoConn.Add(uint64(lost))
+		close(c.closed)
+		if nc != nil {
+			nc.Close()
+			c.s.ctr.connsClosed.Add(1)
+		}
+	})
+}
+
+// closeFor shuts c and forgets it, counting why in reason (nil: the peer
+// closed or the Stream did).
+func (c *streamConn) closeFor(reason *atomic.Uint64) {
+	if reason != nil {
+		reason.Add(1)
+	}
+	c.shut()
+	c.s.forget(c, false)
+}
+
+func (c *streamConn) unprovenTimeout() {
+	if !c.proven.Load() {
+		c.closeFor(&c.s.ctr.unprovenTimeouts)
+	}
+}
+
+// writeLoop writes the queue as it fills, each time all of it in one call.
+func (c *streamConn) writeLoop() {
+	defer c.s.wg.Done()
+	for {
+		select {
+		case <-c.wake:
+		case <-c.closed:
+			return
+		}
+		c.qmu.Lock()
+		buf, nc := c.q, c.nc
+		if nc == nil {
+			c.qmu.Unlock()
+			continue // still dialing: the queue waits for the connection
+		}
+		c.q, c.spare, c.qn = c.spare[:0], nil, 0
+		c.qmu.Unlock()
+		if len(buf) == 0 {
+			continue
+		}
+		nc.SetWriteDeadline(time.Now().Add(c.s.opts.writeTimeout))
+		_, err := nc.Write(buf)
+		c.qmu.Lock()
+		c.spare = buf[:0]
+		c.qmu.Unlock()
+		if err != nil {
+			var reason *atomic.Uint64
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				reason = &c.s.ctr.writeTimeouts
+			}
+			c.closeFor(reason)
+			return
+		}
+		c.s.ctr.txWrites.Add(1)
+	}
+}
+
+// readLoop reads frames until the connection ends or misbehaves, handing
+// them over a chunk at a time: the first frame blocks, the ones already
+// buffered behind it join the same chunk.
+func (c *streamConn) readLoop() {
+	defer c.s.wg.Done()
+	c.qmu.Lock()
+	nc := c.nc
+	c.qmu.Unlock()
+	fr := streamframe.NewReader(nc)
+	unproven := 0
+	// over counts a frame from a connection still unproven and reports
+	// whether it is one too many.
+	over := func() bool {
+		if c.proven.Load() {
+			return false
+		}
+		unproven++
+		return unproven > c.s.opts.unprovenFrames
+	}
+	for {
+		p, err := fr.Next()
+		if err != nil {
+			c.readFailed(err)
+			return
+		}
+		if over() {
+			c.closeFor(&c.s.ctr.unprovenExcess)
+			return
+		}
+		ch := c.s.rx.get()
+		if ch == nil {
+			c.closeFor(nil)
+			return
+		}
+		ch.ep = c.ep
+		ch.add(p)
+		excess := false
+		for !ch.full() && fr.Buffered() {
+			if p, err = fr.Next(); err != nil {
+				break
+			}
+			if excess = over(); excess {
+				break
+			}
+			ch.add(p)
+		}
+		c.s.rx.put(ch)
+		switch {
+		case excess:
+			c.closeFor(&c.s.ctr.unprovenExcess)
+			return
+		case err != nil:
+			c.readFailed(err)
+			return
+		}
+	}
+}
+
+func (c *streamConn) readFailed(err error) {
+	switch {
+	case errors.Is(err, streamframe.ErrEmpty):
+		c.closeFor(&c.s.ctr.badFrames)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		c.closeFor(&c.s.ctr.badFrames)
+	default:
+		c.closeFor(nil)
+	}
+}

@@ -1,0 +1,76 @@
+package ipc
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device"
+)
+
+// fips-go's keys for the stream transport (conn.Stream): datagrams over TCP
+// for networks that pass no UDP. wg never sends them, and a get reply
+// carries them only when they are set, so a device without them reads and
+// writes exactly what wireguard-go does.
+//
+//	UAPI               config file          fips-go set
+//	fips_tcp_listen=   TCPListen =          tcp-listen      [Interface]: off, on (the UDP port) or a TCP port
+//	fips_transport=    Transport =          transport       [Peer]: udp or tcp
+const (
+	uapiTCPListen = "fips_tcp_listen"
+	uapiTransport = "fips_transport"
+)
+
+// parseStreamListen reads "off", "on" (the UDP listen port) or a port.
+func parseStreamListen(v string) (device.StreamListen, error) {
+	switch v {
+	case "off":
+		return device.StreamListen{}, nil
+	case "on":
+		return device.StreamListen{On: true}, nil
+	}
+	n, err := parseDecimal([]byte(v), 16)
+	if err != nil || n == 0 {
+		return device.StreamListen{}, fmt.Errorf("%q is not off, on or a TCP port", shorten(v))
+	}
+	return device.StreamListen{On: true, Port: uint16(n)}, nil
+}
+
+// formatStreamListen is parseStreamListen's inverse.
+func formatStreamListen(sl device.StreamListen) string {
+	switch {
+	case !sl.On:
+		return "off"
+	case sl.Port == 0:
+		return "on"
+	}
+	return strconv.Itoa(int(sl.Port))
+}
+
+func parseTransport(v string) (*conn.Transport, error) {
+	t, err := conn.ParseTransport(v)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// appendStreamListen appends the listener line of a get reply, when on.
+func appendStreamListen(b []byte, sl device.StreamListen) []byte {
+	if !sl.On {
+		return b
+	}
+	b = append(b, uapiTCPListen+"="...)
+	b = append(b, formatStreamListen(sl)...)
+	return append(b, '\n')
+}
+
+// appendTransport appends a peer's transport line, unless it is UDP.
+func appendTransport(b []byte, t conn.Transport) []byte {
+	if t == conn.TransportUDP {
+		return b
+	}
+	b = append(b, uapiTransport+"="...)
+	b = append(b, t.String()...)
+	return append(b, '\n')
+}

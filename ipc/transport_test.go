@@ -1,0 +1,104 @@
+package ipc
+
+import (
+	"bytes"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/fips-go/fips-go/conn"
+	"github.com/fips-go/fips-go/device"
+)
+
+func TestStreamKeysUAPI(t *testing.T) {
+	pub := strings.Repeat("02", 32)
+	cfg, err := ParseSet(strings.NewReader("fips_tcp_listen=on\npublic_key="+pub+
+		"\nfips_transport=tcp\nendpoint=192.0.2.1:443\n\n"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.StreamListen == nil || *cfg.StreamListen != (device.StreamListen{On: true}) {
+		t.Fatalf("listener %+v", cfg.StreamListen)
+	}
+	if tr := cfg.Peers[0].Transport; tr == nil || *tr != conn.TransportTCP {
+		t.Fatalf("transport %v", tr)
+	}
+	var b bytes.Buffer
+	if err := WriteSet(&b, cfg); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseSet(&b, 0)
+	if err != nil || !reflect.DeepEqual(back, cfg) {
+		t.Fatalf("WriteSet round trip: %v\n%+v\n%+v", err, back, cfg)
+	}
+	for _, bad := range []string{"fips_tcp_listen=0", "fips_tcp_listen=65536", "fips_tcp_listen=yes",
+		"public_key=" + pub + "\nfips_transport=quic", "public_key=" + pub + "\nfips_transport="} {
+		if _, err := ParseSet(strings.NewReader(bad+"\n\n"), 0); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestStreamKeysGet(t *testing.T) {
+	ps := device.PeerStatus{Endpoint: netip.MustParseAddrPort("192.0.2.1:443"), ProtocolVersion: 1}
+	var plain bytes.Buffer
+	WriteGet(&plain, device.Status{ListenPort: 1, Peers: []device.PeerStatus{ps}})
+	if strings.Contains(plain.String(), "fips_") {
+		t.Fatalf("a UDP-only status has fips keys:\n%s", plain.String())
+	}
+	ps.Transport = conn.TransportTCP
+	st := device.Status{ListenPort: 1, StreamListen: device.StreamListen{On: true, Port: 443}, Peers: []device.PeerStatus{ps}}
+	var out bytes.Buffer
+	WriteGet(&out, st)
+	writeErrno(&out, 0)
+	for _, line := range []string{"fips_tcp_listen=443\n", "fips_transport=tcp\n"} {
+		if !strings.Contains(out.String(), line) {
+			t.Fatalf("no %q in\n%s", line, out.String())
+		}
+	}
+	var g getParser
+	if err := readReply(newLineReader(&out, MaxReply), g.kv); err != nil {
+		t.Fatal(err)
+	}
+	got := g.finish()
+	if got.StreamListen != st.StreamListen || got.Peers[0].Transport != conn.TransportTCP {
+		t.Fatalf("parsed back %+v", got)
+	}
+}
+
+func TestStreamKeysConfigFile(t *testing.T) {
+	conf := "[Interface]\nPrivateKey = " + strings.Repeat("A", 43) + "=\nListenPort = 51820\nTCPListen = on\n\n" +
+		"[Peer]\nPublicKey = " + strings.Repeat("B", 43) + "=\nEndpoint = 192.0.2.1:443\nTransport = tcp\nAllowedIPs = 10.0.0.2/32\n"
+	cfg, _, err := ParseConfigFile(strings.NewReader(conf), "wg0.conf", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *cfg.StreamListen != (device.StreamListen{On: true}) || *cfg.Peers[0].Transport != conn.TransportTCP {
+		t.Fatalf("parsed %+v %v", cfg.StreamListen, cfg.Peers[0].Transport)
+	}
+	st := device.Status{ListenPort: 51820, StreamListen: *cfg.StreamListen,
+		Peers: []device.PeerStatus{{PublicKey: cfg.Peers[0].PublicKey, Endpoint: *cfg.Peers[0].Endpoint, Transport: conn.TransportTCP}}}
+	out := FormatConfig(st)
+	for _, line := range []string{"TCPListen = on\n", "Transport = tcp\n"} {
+		if !strings.Contains(out, line) {
+			t.Fatalf("no %q in\n%s", line, out)
+		}
+	}
+	if _, _, err := ParseConfigFile(strings.NewReader("[Peer]\nPublicKey = "+strings.Repeat("B", 43)+"=\nTransport = udp4\n"), "x", nil); err == nil {
+		t.Fatal("Transport = udp4 accepted")
+	}
+}
+
+func TestStreamKeysSetArgs(t *testing.T) {
+	cfg, err := ParseSetArgs(strings.Fields("tcp-listen 443 peer "+strings.Repeat("B", 43)+"= transport tcp"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *cfg.StreamListen != (device.StreamListen{On: true, Port: 443}) || *cfg.Peers[0].Transport != conn.TransportTCP {
+		t.Fatalf("parsed %+v %v", cfg.StreamListen, cfg.Peers[0].Transport)
+	}
+	if _, err := ParseSetArgs(strings.Fields("transport tcp"), nil, nil); err == nil {
+		t.Fatal("a peer argument before any peer was accepted")
+	}
+}

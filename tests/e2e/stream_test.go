@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+// dropAllUDP makes the router between the pair pass no UDP at all, as a
+// hotel or corporate network that lets only TCP through.
+var dropAllUDP = []string{"FORWARD", "-p", "udp", "-j", "DROP"}
+
+// streamPair is a routed pair whose router drops every UDP datagram, with
+// B's stream listener on (its UDP port number, in TCP) and A's peer set to
+// reach B over it.
+func streamPair(t *testing.T) *pair {
+	t.Helper()
+	requireTool(t, "iptables")
+	p := newPair(t, pairOpts{routed: true, noV6Overlay: true, onlyAKnows: true})
+	p.router.Run(append([]string{"iptables", "-A"}, dropAllUDP...)...)
+	p.b.fipsctl("set", p.b.iface, "tcp-listen", "on")
+	ep := netip.AddrPortFrom(p.link.addrB(), uint16(p.b.port))
+	p.a.fipsctl("set", p.a.iface, "peer", p.b.key.pub, "endpoint", ep.String(), "transport", "tcp")
+	return p
+}
+
+// TestStreamWhenUDPIsBlocked: with all UDP dropped between them, a client
+// whose peer uses the stream transport has a tunnel within 10 s, and the
+// tunnel carries TCP to completion; both ends say the peer uses TCP.
+func TestStreamWhenUDPIsBlocked(t *testing.T) {
+	p := streamPair(t)
+	start := time.Now()
+	p.a.ns.waitPing(p.b.tun4, 10*time.Second)
+	t.Logf("tunnel up over TCP in %v", time.Since(start).Round(time.Millisecond))
+	tcpTransfer(t, p.a.ns, p.b.ns, svc(p.b.tun4, 5011), helperSpec{Bytes: 8 << 20, Seed: 31})
+	tcpTransfer(t, p.b.ns, p.a.ns, svc(p.a.tun4, 5012), helperSpec{Bytes: 8 << 20, Seed: 32})
+	for _, n := range []*node{p.a, p.b} {
+		if out := n.fipsctl("show", n.iface); !strings.Contains(out, "transport: tcp") {
+			t.Errorf("%s: show does not say the peer uses TCP:\n%s", n.iface, out)
+		}
+	}
+	if out := p.b.fipsctl("show", p.b.iface); !strings.Contains(out, "tcp listening port: ") {
+		t.Errorf("show does not report the stream listener:\n%s", out)
+	}
+	if c := p.b.counters()["stream_conns_accepted"]; c < 1 {
+		t.Errorf("stream_conns_accepted = %d", c)
+	}
+}
+
+// TestStreamThroughput measures single-stream TCP through the tunnel over
+// plain UDP and over the stream transport, in the same run, three times
+// each, and logs the medians (docs/transports.md). It asserts only that
+// every transfer completes.
+func TestStreamThroughput(t *testing.T) {
+	requireTool(t, "iptables")
+	const size = 128 << 20
+	run := func(stream bool, seed int) float64 {
+		o := pairOpts{routed: true, noV6Overlay: true, onlyAKnows: true}
+		p := newPair(t, o)
+		if stream {
+			p.router.Run(append([]string{"iptables", "-A"}, dropAllUDP...)...)
+			p.b.fipsctl("set", p.b.iface, "tcp-listen", "on")
+			ep := netip.AddrPortFrom(p.link.addrB(), uint16(p.b.port))
+			p.a.fipsctl("set", p.a.iface, "peer", p.b.key.pub, "endpoint", ep.String(), "transport", "tcp")
+		}
+		p.a.ns.waitPing(p.b.tun4, 10*time.Second)
+		r := tcpTransfer(t, p.a.ns, p.b.ns, svc(p.b.tun4, 5020+seed), helperSpec{Bytes: size, Seed: uint64(seed)})
+		return mbit(r.Bytes, r.Seconds)
+	}
+	var udp, tcp []float64
+	for i := range 3 {
+		udp = append(udp, run(false, 40+2*i))
+		tcp = append(tcp, run(true, 41+2*i))
+	}
+	mu, mt := median(udp), median(tcp)
+	t.Logf("single TCP stream through the tunnel, %d MiB, 3 runs each: UDP %v Mbit/s (median %.0f), TCP framing %v Mbit/s (median %.0f): %.0f%% of UDP",
+		size>>20, rounded(udp), mu, rounded(tcp), mt, 100*mt/mu)
+}
+
+func rounded(v []float64) []int {
+	out := make([]int, len(v))
+	for i, x := range v {
+		out[i] = int(x + 0.5)
+	}
+	return out
+}
+
+// TestStreamAutoFallback: a client peer with transport auto behind a
+// router that drops all UDP tries UDP, falls back to the stream after one
+// unanswered initiation (Rekey-Timeout, 5 s), and carries TCP.
+func TestStreamAutoFallback(t *testing.T) {
+	requireTool(t, "iptables")
+	p := newPair(t, pairOpts{routed: true, noV6Overlay: true, onlyAKnows: true})
+	p.router.Run(append([]string{"iptables", "-A"}, dropAllUDP...)...)
+	p.b.fipsctl("set", p.b.iface, "tcp-listen", "on")
+	p.a.fipsctl("set", p.a.iface, "peer", p.b.key.pub, "transport", "auto")
+	start := time.Now()
+	p.a.ns.waitPing(p.b.tun4, 15*time.Second)
+	t.Logf("tunnel up after the fallback in %v", time.Since(start).Round(time.Millisecond))
+	tcpTransfer(t, p.a.ns, p.b.ns, svc(p.b.tun4, 5013), helperSpec{Bytes: 8 << 20, Seed: 33})
+	if out := p.a.fipsctl("show", p.a.iface); !strings.Contains(out, "transport: tcp") {
+		t.Errorf("show does not say the peer fell back to TCP:\n%s", out)
+	}
+	if n := censorDrops(t, p.router); n == 0 {
+		t.Error("no UDP was tried before the stream")
+	}
+}
