@@ -139,8 +139,9 @@ func (c *streamConn) shut() {
 		c.s.ctr.txNoConn.Add(uint64(lost))
 		close(c.closed)
 		if nc != nil {
-			nc.Close()
+			// Counted first: whoever sees the close sees it counted.
 			c.s.ctr.connsClosed.Add(1)
+			nc.Close()
 		}
 	})
 }
