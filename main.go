@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"github.com/fips-go/fips-go/internal/cli"
+	"github.com/fips-go/fips-go/internal/app/cli"
 )
 
 func main() { os.Exit(cli.Main(os.Args)) }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/conn/membind"
-	"github.com/fips-go/fips-go/internal/leakcheck"
+	"github.com/fips-go/fips-go/internal/testkit/leakcheck"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/internal/leakcheck"
+	"github.com/fips-go/fips-go/internal/testkit/leakcheck"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
 

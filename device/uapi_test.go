@@ -11,7 +11,7 @@ import (
 	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/internal/ipctest"
+	"github.com/fips-go/fips-go/internal/testkit/ipctest"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/tun/memtun"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/internal/ipctest"
+	"github.com/fips-go/fips-go/internal/testkit/ipctest"
 	"github.com/fips-go/fips-go/ipc"
 )
 

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/fips-go/fips-go/device"
-	"github.com/fips-go/fips-go/internal/showfmt"
+	"github.com/fips-go/fips-go/internal/app/showfmt"
 	"github.com/fips-go/fips-go/ipc"
 )
 

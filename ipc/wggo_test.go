@@ -17,7 +17,7 @@ import (
 	"golang.zx2c4.com/wireguard/tun/tuntest"
 
 	"github.com/fips-go/fips-go/device"
-	"github.com/fips-go/fips-go/internal/ipctest"
+	"github.com/fips-go/fips-go/internal/testkit/ipctest"
 	"github.com/fips-go/fips-go/ipc"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fips-go/fips-go/internal/bench"
+	"github.com/fips-go/fips-go/internal/app/bench"
 	"github.com/fips-go/fips-go/tunnel"
 	wgconn "golang.zx2c4.com/wireguard/conn"
 	wgdevice "golang.zx2c4.com/wireguard/device"

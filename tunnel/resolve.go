@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/fips-go/fips-go/internal/dnsclient"
+	"github.com/fips-go/fips-go/internal/engine/dnsclient"
 )
 
 // newResolver answers from hosts, then asks the configuration's name

@@ -17,8 +17,8 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
-	"github.com/fips-go/fips-go/internal/dnsclient"
 	"github.com/fips-go/fips-go/internal/engine"
+	"github.com/fips-go/fips-go/internal/engine/dnsclient"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/tun/netstack"
 )

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/device"
-	"github.com/fips-go/fips-go/internal/leakcheck"
+	"github.com/fips-go/fips-go/internal/testkit/leakcheck"
 	"github.com/fips-go/fips-go/tunnel"
 )
 

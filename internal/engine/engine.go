@@ -16,7 +16,7 @@ import (
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
-	"github.com/fips-go/fips-go/internal/pcap"
+	"github.com/fips-go/fips-go/internal/engine/pcap"
 	"github.com/fips-go/fips-go/ipc"
 	"github.com/fips-go/fips-go/tun"
 	"github.com/fips-go/fips-go/tun/netstack"

@@ -7,7 +7,7 @@ import (
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/internal/dnsfollow"
+	"github.com/fips-go/fips-go/internal/engine/dnsfollow"
 )
 
 // FollowOptions tune Follow; the zero value works.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fips-go/fips-go/internal/netnstest"
+	"github.com/fips-go/fips-go/internal/testkit/netnstest"
 )
 
 // TestEndpointNameFollowsDNS: a config file names a peer by host name; the

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fips-go/fips-go/internal/netnstest"
+	"github.com/fips-go/fips-go/internal/testkit/netnstest"
 	"golang.org/x/net/dns/dnsmessage"
 )
 

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fips-go/fips-go/internal/netnstest"
+	"github.com/fips-go/fips-go/internal/testkit/netnstest"
 )
 
 // The binaries under test. They are built once per test process, on first

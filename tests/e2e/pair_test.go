@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fips-go/fips-go/internal/netnstest"
+	"github.com/fips-go/fips-go/internal/testkit/netnstest"
 )
 
 // ifaceDump is `wg show IFACE dump`: the interface line, then one per peer.

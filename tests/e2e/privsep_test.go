@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fips-go/fips-go/internal/netnstest"
+	"github.com/fips-go/fips-go/internal/testkit/netnstest"
 )
 
 // TestPrivsepStops: a daemon whose privileges are separated cleans up

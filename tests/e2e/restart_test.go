@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fips-go/fips-go/internal/netnstest"
+	"github.com/fips-go/fips-go/internal/testkit/netnstest"
 )
 
 // TestRestartMidStream: a paced TCP stream runs from A to B; one side's

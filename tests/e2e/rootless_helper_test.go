@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/fips-go/fips-go/internal/dnstest"
+	"github.com/fips-go/fips-go/internal/testkit/dnstest"
 )
 
 // Helper modes of the rootless tests: "services" is the peer's side (HTTP

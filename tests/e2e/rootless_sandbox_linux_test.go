@@ -16,7 +16,7 @@ import (
 // seccomp on every thread, the status in the log and in `fips-go show`
 // through its UAPI socket), its profiles are still written and its socket
 // removed at exit; FIPS_GO_SANDBOX=off turns it off. The probe in
-// internal/sandbox shows what the policy refuses; the other rootless
+// internal/app/sandbox shows what the policy refuses; the other rootless
 // tests, which run with it on, that every mode still works.
 func TestRootlessSandbox(t *testing.T) {
 	e := newRootlessEnv(t)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fips-go/fips-go/internal/sandbox"
+	"github.com/fips-go/fips-go/internal/app/sandbox"
 )
 
 // TestSandbox: the interface daemon, started as wg-quick starts it and

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fips-go/fips-go/internal/netnstest"
+	"github.com/fips-go/fips-go/internal/testkit/netnstest"
 )
 
 // showFields are the single-field forms of wg show (src/show.c).

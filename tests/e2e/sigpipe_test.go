@@ -6,7 +6,7 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/fips-go/fips-go/internal/netnstest"
+	"github.com/fips-go/fips-go/internal/testkit/netnstest"
 )
 
 // TestDaemonOutlivesItsLogReader starts the daemon as wg-quick does

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fips-go/fips-go/internal/netnstest"
+	"github.com/fips-go/fips-go/internal/testkit/netnstest"
 )
 
 // TestWgQuick: with WG_QUICK_USERSPACE_IMPLEMENTATION=fips-go and fips-go in

@@ -11,7 +11,7 @@ import (
 	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/internal/devicetest"
+	"github.com/fips-go/fips-go/internal/testkit/devicetest"
 	"github.com/fips-go/fips-go/internal/tuning"
 	"github.com/fips-go/fips-go/tun/memtun"
 )

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/internal/netnstest"
+	"github.com/fips-go/fips-go/internal/testkit/netnstest"
 )
 
 func requireRoot(t testing.TB) {

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/internal/bench"
-	"github.com/fips-go/fips-go/internal/leakcheck"
+	"github.com/fips-go/fips-go/internal/app/bench"
+	"github.com/fips-go/fips-go/internal/testkit/leakcheck"
 )
 
 // benchDuration is how long one b.N iteration of BenchmarkNetstackPair
@@ -115,7 +115,7 @@ func sampleHeap() (stop func() uint64) {
 // BenchmarkNetstackPair measures fips-go and wireguard-go side by side in
 // the `fips-go bench` setup: two devices in this process with netstack
 // TUNs, joined by UDP on loopback, one TCP stream through the tunnel via
-// internal/bench, benchDuration per iteration. CPU-s/GB is this process's
+// internal/app/bench, benchDuration per iteration. CPU-s/GB is this process's
 // CPU time (both devices and both stacks) per 10^9 bytes received, and
 // peak-heap-MiB the most Go heap in use while it ran. For a side-by-side
 // table, run each a few times and compare the two with benchstat:

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/internal/leakcheck"
+	"github.com/fips-go/fips-go/internal/testkit/leakcheck"
 )
 
 // warmUp sends UDP datagrams from a to b through the tunnel until one

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/internal/leakcheck"
+	"github.com/fips-go/fips-go/internal/testkit/leakcheck"
 )
 
 // interopCase is one fips-go <-> wireguard-go setup.

@@ -12,7 +12,7 @@ import (
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/internal/devicetest"
+	"github.com/fips-go/fips-go/internal/testkit/devicetest"
 	"github.com/fips-go/fips-go/tun"
 	"github.com/fips-go/fips-go/tun/netstack"
 )

@@ -7,7 +7,7 @@ import (
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/internal/leakcheck"
+	"github.com/fips-go/fips-go/internal/testkit/leakcheck"
 )
 
 // TestInteropRoaming moves each side to a new UDP port after the

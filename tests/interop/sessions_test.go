@@ -8,7 +8,7 @@ import (
 
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/internal/leakcheck"
+	"github.com/fips-go/fips-go/internal/testkit/leakcheck"
 )
 
 // simultaneousAttempts covers wireguard-go's 15 s recovery (KeepaliveTimeout

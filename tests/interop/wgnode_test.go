@@ -17,7 +17,7 @@ import (
 	"golang.org/x/net/ipv6"
 
 	"github.com/fips-go/fips-go/device/noise"
-	"github.com/fips-go/fips-go/internal/devicetest"
+	"github.com/fips-go/fips-go/internal/testkit/devicetest"
 
 	wgconn "golang.zx2c4.com/wireguard/conn"
 	wgdevice "golang.zx2c4.com/wireguard/device"

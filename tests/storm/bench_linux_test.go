@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fips-go/fips-go/internal/netnstest"
+	"github.com/fips-go/fips-go/internal/testkit/netnstest"
 )
 
 // TestStormBenchmark is the handshake storm of scripts/bench-storm.sh: for

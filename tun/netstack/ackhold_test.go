@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fips-go/fips-go/internal/leakcheck"
 	"github.com/fips-go/fips-go/internal/packet"
+	"github.com/fips-go/fips-go/internal/testkit/leakcheck"
 )
 
 const (

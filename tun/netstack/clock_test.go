@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fips-go/fips-go/internal/leakcheck"
+	"github.com/fips-go/fips-go/internal/testkit/leakcheck"
 	"gvisor.dev/gvisor/pkg/tcpip/faketime"
 )
 

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fips-go/fips-go/internal/leakcheck"
 	"github.com/fips-go/fips-go/internal/packet"
+	"github.com/fips-go/fips-go/internal/testkit/leakcheck"
 	"github.com/fips-go/fips-go/tun"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"

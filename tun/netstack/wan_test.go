@@ -12,7 +12,7 @@ import (
 
 	"github.com/fips-go/fips-go/conn/membind"
 	"github.com/fips-go/fips-go/device"
-	"github.com/fips-go/fips-go/internal/devicetest"
+	"github.com/fips-go/fips-go/internal/testkit/devicetest"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 )
