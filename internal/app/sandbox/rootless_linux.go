@@ -148,38 +148,9 @@ func rootlessSeccompPolicy(unixOK bool, pid, child int) (*seccomp.Policy, error)
 			names = append(names, n)
 		}
 	}
-	conds := []seccomp.NameWithConditions{{
-		Name:       "pidfd_send_signal",
-		Conditions: seccomp.ArgumentConditions{{Argument: 1, Operation: seccomp.NotEqual, Value: 0}},
-	}}
-	for _, f := range CloneNamespaceFlags {
-		conds = append(conds, seccomp.NameWithConditions{
-			Name:       "clone",
-			Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: f}},
-		})
-	}
-	for _, c := range SelfOnly {
-		if _, ok := info.SyscallNames[c.Name]; !ok {
-			continue
-		}
-		notSelf := seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.NotEqual, Value: uint64(pid)}}
-		if c.ZeroIsSelf {
-			notSelf = append(notSelf, seccomp.Condition{Argument: 0, Operation: seccomp.NotEqual, Value: 0})
-		}
-		if c.Name == "kill" && child > 0 {
-			notSelf = append(notSelf, seccomp.Condition{Argument: 0, Operation: seccomp.NotEqual, Value: uint64(child)})
-		}
-		conds = append(conds, seccomp.NameWithConditions{Name: c.Name, Conditions: notSelf})
-	}
+	conds := processConditions(info, pid, child)
 	conds = append(conds, rootlessSocketConditions(unixOK)...)
-	return &seccomp.Policy{
-		DefaultAction: seccomp.ActionAllow,
-		Syscalls: []seccomp.SyscallGroup{
-			{Names: names, Action: seccomp.ActionErrno},
-			{NamesWithCondtions: conds, Action: seccomp.ActionErrno},
-			{Names: []string{"clone3"}, Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)},
-		},
-	}, nil
+	return policyOf(names, conds), nil
 }
 
 // rootlessSocketConditions refuse socket() for a family other than those

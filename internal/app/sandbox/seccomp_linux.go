@@ -40,9 +40,19 @@ func seccompPolicy(r Role, unixOK bool, pid int) (*seccomp.Policy, error) {
 		Conditions: seccomp.ArgumentConditions{{
 			Argument: 1, Operation: seccomp.NotEqual, Value: DenySetnsExcept,
 		}},
-	}, {
-		// Signal 0 only asks whether a process exists (Go's os package
-		// probes pidfd support with it).
+	}}
+	conds = append(conds, processConditions(info, pid, 0)...)
+	conds = append(conds, socketConditions(unixOK)...)
+	return policyOf(names, conds), nil
+}
+
+// processConditions refuse what would reach another process or make
+// namespaces: pidfd_send_signal with a signal (signal 0 only asks whether
+// a process exists; Go's os package probes pidfd support with it), clone
+// with namespace flags, and the SelfOnly calls aimed at a pid other than
+// self (or child, when not 0: kill only).
+func processConditions(info *arch.Info, self, child int) []seccomp.NameWithConditions {
+	conds := []seccomp.NameWithConditions{{
 		Name:       "pidfd_send_signal",
 		Conditions: seccomp.ArgumentConditions{{Argument: 1, Operation: seccomp.NotEqual, Value: 0}},
 	}}
@@ -56,13 +66,22 @@ func seccompPolicy(r Role, unixOK bool, pid int) (*seccomp.Policy, error) {
 		if _, ok := info.SyscallNames[c.Name]; !ok {
 			continue
 		}
-		notSelf := seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.NotEqual, Value: uint64(pid)}}
+		notSelf := seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.NotEqual, Value: uint64(self)}}
 		if c.ZeroIsSelf {
 			notSelf = append(notSelf, seccomp.Condition{Argument: 0, Operation: seccomp.NotEqual, Value: 0})
 		}
+		if c.Name == "kill" && child > 0 {
+			notSelf = append(notSelf, seccomp.Condition{Argument: 0, Operation: seccomp.NotEqual, Value: uint64(child)})
+		}
 		conds = append(conds, seccomp.NameWithConditions{Name: c.Name, Conditions: notSelf})
 	}
-	conds = append(conds, socketConditions(unixOK)...)
+	return conds
+}
+
+// policyOf is the filter: names refused, conds refused when they hold
+// (both EPERM), and clone3 answered ENOSYS so that the runtime falls back
+// to clone, whose flags the filter can see.
+func policyOf(names []string, conds []seccomp.NameWithConditions) *seccomp.Policy {
 	return &seccomp.Policy{
 		DefaultAction: seccomp.ActionAllow,
 		Syscalls: []seccomp.SyscallGroup{
@@ -72,7 +91,7 @@ func seccompPolicy(r Role, unixOK bool, pid int) (*seccomp.Policy, error) {
 			// errno in go-seccomp-bpf.
 			{Names: []string{"clone3"}, Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)},
 		},
-	}, nil
+	}
 }
 
 // socketConditions refuse socket() for a family other than those the
