@@ -58,7 +58,10 @@ cleanup() {
 }
 trap 'cleanup; rm -rf "$tmp"' EXIT
 clk=$(getconf CLK_TCK)
-cpu_ticks() { awk '{print $14+$15}' /proc/$1/stat; }
+# A tunnel may be several processes (fips-go's privilege separation: a
+# root monitor beside the worker): a side's figures are their sum.
+cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' /proc/$p/stat))); done; echo $t; }
+hwm_mib() { local k=0 p; for p in "$@"; do k=$((k + $(awk '/VmHWM/{print $2}' /proc/$p/status))); done; awk -v k=$k 'BEGIN{printf "%.1f", k / 1024}'; }
 mkdir -p "$tmp/www"
 truncate -s 256M "$tmp/www/blob"
 
@@ -91,7 +94,7 @@ setup() { # kernel|rootless
       peer "$(echo "$kc" | "$tmp/fips-go" pubkey)" endpoint 192.168.87.1:51820 allowed-ips 10.87.0.1/32
     ip -n $NG addr add 10.87.0.2/24 dev fexg0
     ip -n $NG link set fexg0 mtu 1420 up
-    PG=$(ip netns pids $NG | head -1)
+    PG=$(ip netns pids $NG | tr '\n' ' ')
   else
     ip netns exec $NG sysctl -qw net.ipv4.ping_group_range="65534 65534"
     printf '[Interface]\nPrivateKey = %s\nAddress = 10.87.0.2/24\nListenPort = 51820\n\n[Peer]\nPublicKey = %s\nEndpoint = 192.168.87.1:51820\nAllowedIPs = 10.87.0.1/32\n' \
@@ -141,7 +144,7 @@ slow_receiver() { # variant
   t1=$(date +%s.%N)
   kill $srv 2>/dev/null || true
   local rss
-  rss=$(awk '/VmHWM/{printf "%.1f", $2 / 1024}' /proc/$PG/status)
+  rss=$(hwm_mib $PG)
   printf '| %-8s | %-22s | %s bytes in %.1f s, exit peak RSS %s MiB |\n' "$1" "slow receiver (25 MB/s)" "$got" "$(echo "$t1 - $t0" | bc -l)" "$rss"
 }
 
@@ -171,7 +174,7 @@ c.close()
   wait $srv || true
   t1=$(date +%s.%N)
   local rss
-  rss=$(awk '/VmHWM/{printf "%.1f", $2 / 1024}' /proc/$PG/status)
+  rss=$(hwm_mib $PG)
   printf '| %-8s | %-22s | 268435456 bytes in %.1f s, exit peak RSS %s MiB |\n' "$1" "slow host reader (25 MB/s)" "$(echo "$t1 - $t0" | bc -l)" "$rss"
 }
 
@@ -238,6 +241,6 @@ for variant in ${VARIANTS:-kernel rootless}; do
     case $c in p[0-9]*) run_case $variant "${c#p} streams down" -R -P ${c#p};; esac
   done
   case $cases in *" lat "*) latency $variant;; esac
-  rss=$(awk '/VmHWM/{printf "%.1f", $2 / 1024}' /proc/$PG/status)
+  rss=$(hwm_mib $PG)
   echo "|   $variant: exit peak RSS after all cases $rss MiB"
 done

@@ -48,7 +48,10 @@ cleanup() {
 results=$(mktemp /tmp/fgw-results.XXXXXX)
 trap 'cleanup; rm -f "$results" /tmp/fgw.json' EXIT
 clk=$(getconf CLK_TCK)
-cpu_ticks() { awk '{print $14+$15}' /proc/$1/stat; }
+# A tunnel may be several processes (fips-go's privilege separation: a
+# root monitor beside the worker): a side's figures are their sum.
+cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' /proc/$p/stat))); done; echo $t; }
+hwm_mib() { local k=0 p; for p in "$@"; do k=$((k + $(awk '/VmHWM/{print $2}' /proc/$p/status))); done; awk -v k=$k 'BEGIN{printf "%.1f", k / 1024}'; }
 
 # Addresses: underlay client-gateway 192.168.88.0/24; tunnel 10.88.0.0/24
 # and fd88::/64; far network 10.89.0.0/24 and fd89::/64 (gateway .1, far .2).
@@ -87,7 +90,7 @@ setup() { # impl mode
   ip -n $NC route add 10.89.0.0/24 dev fgwc; ip -n $NC route add fd89::/64 dev fgwc
   ip netns exec $NC ping -c 3 -i 0.2 -W 2 10.89.0.2 >/dev/null
   ip netns exec $NC ping -6 -c 3 -i 0.2 -W 2 fd89::2 >/dev/null
-  PC=$(ip netns pids $NC | head -1); PG=$(ip netns pids $NG | head -1)
+  PC=$(ip netns pids $NC | tr '\n' ' '); PG=$(ip netns pids $NG | tr '\n' ' ')
 }
 
 run_case() { # impl mode family dir
@@ -119,7 +122,7 @@ for ((r = 0; r < runs; r++)); do
       for fam in v4 v6; do
         for dir in down up; do run_case "$impl" "$mode" "$fam" "$dir"; done
       done
-      rss=$(awk '/VmHWM/{printf "%.1f", $2 / 1024}' /proc/$PG/status)
+      rss=$(hwm_mib $PG)
       echo "|   $impl $mode: gateway peak RSS $rss MiB"
     done
   done

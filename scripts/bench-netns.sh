@@ -47,7 +47,10 @@ results=$(mktemp /tmp/fbench-results.XXXXXX)
 trap 'cleanup; rm -f "$results"' EXIT
 clk=$(getconf CLK_TCK)
 
-cpu_ticks() { awk '{print $14+$15}' /proc/$1/stat; }
+# A tunnel may be several processes (fips-go's privilege separation: a
+# root monitor beside the worker): a side's figures are their sum.
+cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' /proc/$p/stat))); done; echo $t; }
+hwm_mib() { local k=0 p; for p in "$@"; do k=$((k + $(awk '/VmHWM/{print $2}' /proc/$p/status))); done; awk -v k=$k 'BEGIN{printf "%.1f", k / 1024}'; }
 
 setup() { # impl
   cleanup
@@ -71,7 +74,7 @@ setup() { # impl
   ip -n $NA addr add 10.77.0.1/24 dev fbwa; ip -n $NB addr add 10.77.0.2/24 dev fbwb
   ip -n $NA link set fbwa mtu 1420 up; ip -n $NB link set fbwb mtu 1420 up
   ip netns exec $NA ping -c 3 -i 0.2 -W 2 10.77.0.2 >/dev/null
-  PA=$(ip netns pids $NA | head -1); PB=$(ip netns pids $NB | head -1)
+  PA=$(ip netns pids $NA | tr '\n' ' '); PB=$(ip netns pids $NB | tr '\n' ' ')
 }
 
 rtt() { # ns dst count -> "median/p90" ms of count pings at 20 Hz (lost: +N lost)
@@ -131,8 +134,8 @@ for ((r = 0; r < runs; r++)); do
     run_iperf "4 streams"         "$impl" -P 4
     run_iperf "4 streams reverse" "$impl" -P 4 -R
     run_udp "$impl"
-    rss_a=$(awk '/VmHWM/{printf "%.1f", $2 / 1024}' /proc/$PA/status)
-    rss_b=$(awk '/VmHWM/{printf "%.1f", $2 / 1024}' /proc/$PB/status)
+    rss_a=$(hwm_mib $PA)
+    rss_b=$(hwm_mib $PB)
     echo "|   $impl: idle RTT ${idle} ms, peak RSS $rss_a / $rss_b MiB"
     printf '%s\tidle\t%s\t%s\t%s\n' "$impl" "${idle%% *}" "$rss_a" "$rss_b" >> "$results"
   done
