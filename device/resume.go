@@ -140,7 +140,7 @@ func (d *Device) writeResume() {
 	if err != nil || (len(r.last) > 0 && string(b[16:]) == string(r.last[16:])) {
 		return
 	}
-	if _, err := r.f.WriteAt(b, 0); err == nil {
+	if _, err = r.f.WriteAt(b, 0); err == nil {
 		err = r.f.Truncate(int64(len(b)))
 	}
 	if err != nil {
