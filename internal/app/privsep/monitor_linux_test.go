@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,9 +60,10 @@ func TestMonitor(t *testing.T) {
 	if !ok {
 		t.Fatalf("%T has no UseRouteSockets", dev)
 	}
-	asked := 0
+	// The device asks from its MTU reader and its link follower at once.
+	var asked atomic.Int32
 	rs.UseRouteSockets(func(groups uint32) (*os.File, error) {
-		asked++
+		asked.Add(1)
 		return c.RouteSocket(groups)
 	})
 
@@ -72,7 +74,7 @@ func TestMonitor(t *testing.T) {
 	if mtu, err := dev.MTU(); err != nil || mtu != 2000 {
 		t.Fatalf("MTU after the move = %d, %v; want 2000", mtu, err)
 	}
-	if asked == 0 {
+	if asked.Load() == 0 {
 		t.Fatal("the device did not ask for a route socket in the interface's namespace")
 	}
 	f, err := c.RouteSocket(1)
