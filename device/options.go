@@ -44,6 +44,14 @@ type Options struct {
 	// starts their sessions itself instead of leaving them waiting for
 	// their own timers. It is opened in New and rewritten in place.
 	StateFile string
+	// PathProbes turns on path-MTU probes: padded transport packets,
+	// sealed like data, whose plaintext is not an IP packet. A fips-go
+	// peer answers them, which finds a path narrower than the tunnel when
+	// no ICMP says so; a stock WireGuard peer drops them (wireguard-go
+	// counts them as received data), so they are for peers that run
+	// fips-go. Off, the path MTU comes from the kernel alone. Probes from
+	// a peer are answered either way.
+	PathProbes bool
 
 	// The sizing below is decided, not exposed (docs/architecture.md
 	// states the ceilings it gives, docs/benchmarks.md how the defaults

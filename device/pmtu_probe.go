@@ -92,7 +92,7 @@ func probeBase(v6 bool) int { return (1280 - pmtu.Overhead(v6)) &^ 15 }
 // idle peers cost the wheel nothing.
 func (p *Peer) kickProbe(now time.Time, ep conn.Endpoint) {
 	d := p.d
-	if d.probeConn(ep) == nil {
+	if !d.opts.PathProbes || d.probeConn(ep) == nil {
 		return
 	}
 	pp := p.probeState()

@@ -24,7 +24,7 @@ func probePair(t *testing.T, carries int) (a, b *node, probes *atomic.Int64) {
 	t.Helper()
 	leakcheck.Check(t)
 	probes = new(atomic.Int64)
-	opts := Options{probeSend: func(bind conn.Bind, dg []byte, ep conn.Endpoint) error {
+	opts := Options{PathProbes: true, probeSend: func(bind conn.Bind, dg []byte, ep conn.Endpoint) error {
 		probes.Add(1)
 		if len(dg)+28 > carries {
 			return nil

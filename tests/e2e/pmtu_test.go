@@ -14,7 +14,11 @@ import (
 func pmtuLab(t *testing.T, v6, dropICMP bool, farMTU int) *pair {
 	t.Helper()
 	requireTool(t, "iptables", "ip6tables")
-	p := newPair(t, pairOpts{routed: true, underlayV6: v6})
+	// Both ends run fips-go: the probes that find a black hole without
+	// ICMP are on.
+	probing := fipsGo(t)
+	probing.env = append(probing.env, "FIPS_GO_PATH_PROBES=1")
+	p := newPair(t, pairOpts{routed: true, underlayV6: v6, implA: probing, implB: probing})
 	setFarMTU(p, farMTU)
 	if dropICMP {
 		p.router.Run("iptables", "-A", "FORWARD", "-p", "icmp", "--icmp-type", "fragmentation-needed", "-j", "DROP")

@@ -298,6 +298,9 @@ func serve(name string, t tun.Device, l *ipc.Listener, mc metricsConfig, st sett
 		// Beside the UAPI socket, opened before the sandbox applies:
 		// where the peers were, for the next process (device/resume.go).
 		StateFile: stateFile(name),
+		// Path-MTU probes are for peers that run fips-go (see
+		// device.Options.PathProbes): on only when asked.
+		PathProbes: st.pathProbes,
 	})
 	if err != nil {
 		l.Close()

@@ -25,6 +25,7 @@ const (
 	envCPUProfile       = "FIPS_GO_CPUPROFILE"        // debugging: CPU profile to PATH.IFACE on exit
 	envMemProfile       = "FIPS_GO_MEMPROFILE"        // debugging: heap profile to PATH.IFACE on exit
 	envSandbox          = "FIPS_GO_SANDBOX"           // off: no sandbox for the interface daemon or the rootless modes (debugging)
+	envPathProbes       = "FIPS_GO_PATH_PROBES"       // 1: path-MTU probes, for peers that run fips-go
 )
 
 // settings are the switches, read and checked once at start: a value that
@@ -35,6 +36,7 @@ type settings struct {
 	maxConnected           int // as conn.Options.MaxConnected
 	cpuProfile, memProfile string
 	noSandbox              bool // FIPS_GO_SANDBOX=off
+	pathProbes             bool // as device.Options.PathProbes
 }
 
 // readSettings reads the switches through getenv (os.Getenv but in tests).
@@ -45,6 +47,9 @@ func readSettings(getenv func(string) string) (settings, error) {
 		return s, err
 	}
 	if s.disableGRO, err = envBool(getenv, envDisableGRO); err != nil {
+		return s, err
+	}
+	if s.pathProbes, err = envBool(getenv, envPathProbes); err != nil {
 		return s, err
 	}
 	// on and off read better here than 1 and 0, which are taken too.

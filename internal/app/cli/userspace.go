@@ -231,6 +231,7 @@ func (o *userspaceOptions) quick() *ipc.QuickConfig {
 // engineOptions start the mode's device.
 func (o *userspaceOptions) engineOptions() engine.Options {
 	eo := engine.Options{Logf: o.logf, Source: o.source, Bind: o.settings.bind(o.logf)}
+	eo.Device.PathProbes = o.settings.pathProbes
 	// Where the peers were, for the next run (device/resume.go): beside
 	// the UAPI socket, opened before the sandbox applies.
 	if o.socketDir != "" && privateSocketDir(o.socketDir, os.Getuid()) == nil {
