@@ -208,7 +208,25 @@ func (d *daemon) alive() bool {
 	}
 }
 
-func (d *daemon) pid() int { return d.cmd.Process.Pid }
+// pid is the process that handles the packets: with fips-go's privilege
+// separation the command started is the monitor, and its one child the
+// worker.
+func (d *daemon) pid() int {
+	p := d.cmd.Process.Pid
+	// Any of the monitor's threads may have started the worker.
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+	var kids []string
+	for _, t := range tasks {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p, t.Name()))
+		kids = append(kids, strings.Fields(string(b))...)
+	}
+	if len(kids) == 1 {
+		if c, err := strconv.Atoi(kids[0]); err == nil {
+			return c
+		}
+	}
+	return p
+}
 
 // resetPeakRSS starts a new peak (VmHWM) from the current RSS
 // (clear_refs 5).
