@@ -140,8 +140,9 @@ func TestExitSYNFloodOnePeer(t *testing.T) {
 		})
 	}
 	defer func() { stopFlood(); flood.Wait() }()
-	// Let a's SYNs reach the exit first.
-	for i := 0; counter(e, "exit_tcp_handshakes_pending") < 32 && i < 5000; i++ {
+	// Let a's SYNs reach the exit first: its share full, and past it
+	// dropped (under the race detector the 300 dials take a while).
+	for i := 0; (counter(e, "exit_tcp_handshakes_pending") < 32 || e.Refused(ReasonPeerPending) == 0) && i < 20000; i++ {
 		time.Sleep(time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
