@@ -1,6 +1,7 @@
 package device
 
 import (
+	"fmt"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -145,7 +146,11 @@ func (p *Peer) setPathMTU(dst netip.AddrPort) {
 	oldSrc := st.source.Swap(uint32(src))
 	st.inner.Store(int32(inner))
 	if int(old) != path || pmtuSource(oldSrc) != src {
-		p.d.opts.Logf("device: peer %s: path MTU %d (%s), inner packets up to %d", p.pub.Base64()[:8], path, src, inner)
+		limit := "the tunnel MTU fits it"
+		if inner > 0 {
+			limit = fmt.Sprintf("inner packets up to %d", inner)
+		}
+		p.d.opts.Logf("device: peer %s: path MTU %d (%s), %s", p.pub.Base64()[:8], path, src, limit)
 	}
 }
 
