@@ -61,7 +61,7 @@ clk=$(getconf CLK_TCK)
 # A tunnel may be several processes (fips-go's privilege separation: a
 # root monitor beside the worker): a side's figures are their sum.
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' /proc/$p/stat))); done; echo $t; }
-hwm_mib() { local k=0 p; for p in "$@"; do k=$((k + $(awk '/VmHWM/{print $2}' /proc/$p/status))); done; awk -v k=$k 'BEGIN{printf "%.1f", k / 1024}'; }
+. scripts/mem.sh
 mkdir -p "$tmp/www"
 truncate -s 256M "$tmp/www/blob"
 

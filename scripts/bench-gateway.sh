@@ -51,7 +51,7 @@ clk=$(getconf CLK_TCK)
 # A tunnel may be several processes (fips-go's privilege separation: a
 # root monitor beside the worker): a side's figures are their sum.
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' /proc/$p/stat))); done; echo $t; }
-hwm_mib() { local k=0 p; for p in "$@"; do k=$((k + $(awk '/VmHWM/{print $2}' /proc/$p/status))); done; awk -v k=$k 'BEGIN{printf "%.1f", k / 1024}'; }
+. scripts/mem.sh
 
 # Addresses: underlay client-gateway 192.168.88.0/24; tunnel 10.88.0.0/24
 # and fd88::/64; far network 10.89.0.0/24 and fd89::/64 (gateway .1, far .2).

@@ -48,9 +48,10 @@ trap 'cleanup; rm -f "$results"' EXIT
 clk=$(getconf CLK_TCK)
 
 # A tunnel may be several processes (fips-go's privilege separation: a
-# root monitor beside the worker): a side's figures are their sum.
+# root monitor beside the worker): a side's CPU is their sum, its memory
+# as scripts/mem.sh counts it.
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' /proc/$p/stat))); done; echo $t; }
-hwm_mib() { local k=0 p; for p in "$@"; do k=$((k + $(awk '/VmHWM/{print $2}' /proc/$p/status))); done; awk -v k=$k 'BEGIN{printf "%.1f", k / 1024}'; }
+. scripts/mem.sh
 
 setup() { # impl
   cleanup

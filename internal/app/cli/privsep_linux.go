@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -107,6 +108,10 @@ func runMonitor(iface string, tf, uf, mf *os.File, st settings) error {
 		errf("sandbox: %s", p)
 	}
 	go m.Serve()
+	// From here on the monitor only relays a few small requests: the heap
+	// the start-up used (configuration, the worker's exec) goes back to
+	// the system instead of waiting for the scavenger.
+	debug.FreeOSMemory()
 wait:
 	for {
 		select {
