@@ -52,6 +52,9 @@ type peerPMTU struct {
 	kernel atomic.Int32 // last kernel figure, 0: none
 	probed atomic.Int32 // path MTU the probes confirmed, 0: none
 	probe  atomic.Pointer[peerProbe]
+	// probeMode is the peer's own probe setting: probesDefault follows
+	// Options.PathProbes.
+	probeMode atomic.Uint32
 
 	mu  sync.Mutex     // held by the one goroutine refreshing
 	dst netip.AddrPort // the endpoint kernel is for, guarded by mu

@@ -49,6 +49,47 @@ const (
 // next search ten minutes later.
 const pmtuConfirm = 10 * time.Second
 
+// A peer's own probe setting (PeerConfig.PathProbes).
+const (
+	probesDefault uint32 = iota
+	probesOn
+	probesOff
+)
+
+// probesOn reports whether p's path is probed.
+func (p *Peer) probesOn() bool {
+	switch p.pmtu.probeMode.Load() {
+	case probesOn:
+		return true
+	case probesOff:
+		return false
+	}
+	return p.d.opts.PathProbes
+}
+
+// setPathProbes records p's own probe setting. Turned off, what the
+// probes found is forgotten with the search (a stock peer's path is the
+// kernel's business); turned on, the next kick starts a search.
+func (p *Peer) setPathProbes(on bool) {
+	mode := probesOff
+	if on {
+		mode = probesOn
+	}
+	p.pmtu.probeMode.Store(mode)
+	if on {
+		return
+	}
+	pp := p.pmtu.probe.Load()
+	if pp == nil {
+		return
+	}
+	pp.mu.Lock()
+	dst := pp.dst
+	pp.pr, pp.kicked = nil, false
+	pp.mu.Unlock()
+	p.setProbed(dst, 0)
+}
+
 // probeSender sends one datagram that the path may not fragment.
 type probeSender interface{ SendProbe(b []byte) error }
 
@@ -92,7 +133,7 @@ func probeBase(v6 bool) int { return (1280 - pmtu.Overhead(v6)) &^ 15 }
 // idle peers cost the wheel nothing.
 func (p *Peer) kickProbe(now time.Time, ep conn.Endpoint) {
 	d := p.d
-	if !d.opts.PathProbes || d.probeConn(ep) == nil {
+	if !p.probesOn() || d.probeConn(ep) == nil {
 		return
 	}
 	pp := p.probeState()
@@ -135,7 +176,7 @@ func (p *Peer) runProbe(now time.Time) {
 	if size := pp.ackOwed.Swap(0); size > 0 {
 		p.sendProbeAck(int(size), now)
 	}
-	if !p.canProbe(now) {
+	if !p.probesOn() || !p.canProbe(now) {
 		return // the next kick, with traffic, tries again
 	}
 	pp.mu.Lock()

@@ -22,9 +22,15 @@ import (
 // Ordinary datagrams are not limited: only the probes see the path.
 func probePair(t *testing.T, carries int) (a, b *node, probes *atomic.Int64) {
 	t.Helper()
+	return probePairOpts(t, carries, true)
+}
+
+// probePairOpts is probePair with the devices' default for probes given.
+func probePairOpts(t *testing.T, carries int, devProbes bool) (a, b *node, probes *atomic.Int64) {
+	t.Helper()
 	leakcheck.Check(t)
 	probes = new(atomic.Int64)
-	opts := Options{PathProbes: true, probeSend: func(bind conn.Bind, dg []byte, ep conn.Endpoint) error {
+	opts := Options{PathProbes: devProbes, probeSend: func(bind conn.Bind, dg []byte, ep conn.Endpoint) error {
 		probes.Add(1)
 		if len(dg)+28 > carries {
 			return nil
@@ -135,6 +141,77 @@ func TestPMTUProbeSilentPeer(t *testing.T) {
 		}
 		if got := next(t, b.tun, time.Minute); !bytes.Equal(got, big) {
 			t.Fatalf("b got %d bytes, want the full-size packet", len(got))
+		}
+	})
+}
+
+// setPeerProbes configures n's peer other's path probes per peer.
+func setPeerProbes(t *testing.T, n, other *node, on bool) {
+	t.Helper()
+	if err := n.dev.Apply(&Config{Peers: []PeerConfig{{PublicKey: other.key.PublicKey(), UpdateOnly: true, PathProbes: &on}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPMTUProbePerPeerOn: with probes off device-wide, a peer configured
+// with PathProbes on is probed and its black hole found; the status says
+// so for it.
+func TestPMTUProbePerPeerOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b, probes := probePairOpts(t, 1280, false)
+		setPeerProbes(t, a, b, true)
+		exchange(t, a, b, 1)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if ps := peerStats(t, a); ps.PathMTU != 1276 || ps.PathMTUSource != "probe" {
+			t.Fatalf("path MTU %d (%s), want 1276 from the probes", ps.PathMTU, ps.PathMTUSource)
+		}
+		st := a.dev.Status().Peers[0]
+		if st.PathProbes == nil || !*st.PathProbes || !st.PathProbesOn {
+			t.Fatalf("status: configured %v, on %v; want on, configured", st.PathProbes, st.PathProbesOn)
+		}
+		// b was not asked: it answers a's probes but sends none itself.
+		if ps := peerStats(t, b); ps.PathMTU != 0 {
+			t.Fatalf("b's path MTU %d (%s), want unknown: b sends no probes", ps.PathMTU, ps.PathMTUSource)
+		}
+		if bst := b.dev.Status().Peers[0]; bst.PathProbes != nil || bst.PathProbesOn {
+			t.Fatalf("b's status: configured %v, on %v; want the device's default (off)", bst.PathProbes, bst.PathProbesOn)
+		}
+		if probes.Load() == 0 {
+			t.Fatal("no probes sent")
+		}
+	})
+}
+
+// TestPMTUProbePerPeerOff: with probes on device-wide, a peer configured
+// with PathProbes off is never probed (a stock peer); turning it off
+// after a search forgets what the probes found.
+func TestPMTUProbePerPeerOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b, probes := probePairOpts(t, 1280, true)
+		setPeerProbes(t, a, b, false)
+		setPeerProbes(t, b, a, false)
+		for i := range 30 {
+			exchange(t, a, b, uint32(i))
+			time.Sleep(time.Second)
+		}
+		synctest.Wait()
+		if n := probes.Load(); n != 0 {
+			t.Fatalf("%d probes sent to peers configured without them", n)
+		}
+		if st := a.dev.Status().Peers[0]; st.PathProbes == nil || *st.PathProbes || st.PathProbesOn {
+			t.Fatalf("status: configured %v, on %v; want off, configured", st.PathProbes, st.PathProbesOn)
+		}
+		setPeerProbes(t, a, b, true)
+		exchange(t, a, b, 100)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if ps := peerStats(t, a); ps.PathMTU != 1276 {
+			t.Fatalf("path MTU %d (%s) after turning probes on, want 1276", ps.PathMTU, ps.PathMTUSource)
+		}
+		setPeerProbes(t, a, b, false)
+		if ps := peerStats(t, a); ps.PathMTU != 0 {
+			t.Fatalf("path MTU %d (%s) after turning probes off, want unknown", ps.PathMTU, ps.PathMTUSource)
 		}
 	})
 }
