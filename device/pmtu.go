@@ -51,7 +51,11 @@ type peerPMTU struct {
 	next   atomic.Int64 // Unix ns of the next kernel look
 	kernel atomic.Int32 // last kernel figure, 0: none
 	probed atomic.Int32 // path MTU the probes confirmed, 0: none
-	probe  atomic.Pointer[peerProbe]
+	// probedCap: a larger probe was lost, so probed is the path's limit;
+	// otherwise it is a floor (the tunnel's MTU, or a search under way)
+	// and limits nothing.
+	probedCap atomic.Bool
+	probe     atomic.Pointer[peerProbe]
 	// probeMode is the peer's own probe setting: probesDefault follows
 	// Options.PathProbes.
 	probeMode atomic.Uint32
@@ -129,19 +133,25 @@ func (p *Peer) refreshKernelLocked(now time.Time) (conn.Endpoint, bool) {
 }
 
 // setPathMTU recomputes p's path MTU from what is known of it: the lower
-// of the kernel's figure and the probes'. Logged when it changes. Called
-// under p.pmtu.mu.
+// of the kernel's figure and the probes'. A probe figure that is only a
+// floor is shown but limits nothing: after the tunnel's MTU grows, what
+// carried the old one says nothing about the new. Logged when it changes.
+// Called under p.pmtu.mu.
 func (p *Peer) setPathMTU(dst netip.AddrPort) {
 	st := &p.pmtu
 	path, src := int(st.kernel.Load()), pmtuKernel
+	limit := path
 	if pr := int(st.probed.Load()); pr > 0 && (path == 0 || pr <= path) {
 		path, src = pr, pmtuProbe
+		if st.probedCap.Load() {
+			limit = pr
+		}
 	}
 	if path == 0 {
 		src = pmtuUnknown
 	}
 	v6 := dst.Addr().Is6() && !dst.Addr().Is4In6()
-	inner := pmtu.InnerMTU(path, v6)
+	inner := pmtu.InnerMTU(limit, v6)
 	if tm := int(p.d.mtu.Load()); inner >= tm {
 		inner = 0
 	}

@@ -87,7 +87,7 @@ func (p *Peer) setPathProbes(on bool) {
 	dst := pp.dst
 	pp.pr, pp.kicked = nil, false
 	pp.mu.Unlock()
-	p.setProbed(dst, 0)
+	p.setProbed(dst, 0, false)
 }
 
 // probeSender sends one datagram that the path may not fragment.
@@ -139,15 +139,21 @@ func (p *Peer) kickProbe(now time.Time, ep conn.Endpoint) {
 	pp := p.probeState()
 	tm := int(d.mtu.Load())
 	pp.mu.Lock()
-	if pp.pr == nil || pp.dst != ep.Dst || pp.max != tm {
+	switch {
+	case pp.pr == nil || pp.dst != ep.Dst:
 		v6 := ep.Dst.Addr().Is6() && !ep.Dst.Addr().Is4In6()
 		pp.pr = pmtu.NewProber(pmtu.ProberOptions{Min: min(probeBase(v6), tm), Max: tm, ConfirmInterval: pmtuConfirm}, now)
 		pp.dst, pp.max = ep.Dst, tm
-		p.pmtu.probed.Store(0)
+	case pp.max != tm:
+		// What carried the old MTU is a floor the search goes up from.
+		pp.pr.SetMax(tm, now)
+		pp.max = tm
 	}
 	due := !now.Before(pp.pr.Due())
 	pp.kicked = pp.kicked || due
+	result, capped := pp.pr.Result(), pp.pr.Capped()
 	pp.mu.Unlock()
+	p.setProbed(ep.Dst, result, capped)
 	if due {
 		p.wakeAt(now)
 	}
@@ -187,9 +193,9 @@ func (p *Peer) runProbe(now time.Time) {
 	dst := pp.dst
 	size := pp.pr.Poll(now)
 	pp.kicked = false
-	next, searching, result := pp.pr.Due(), pp.pr.Searching(), pp.pr.Result()
+	next, searching, result, capped := pp.pr.Due(), pp.pr.Searching(), pp.pr.Result(), pp.pr.Capped()
 	pp.mu.Unlock()
-	p.setProbed(dst, result)
+	p.setProbed(dst, result, capped)
 	if size > 0 {
 		if ep, ok := p.endpoint(); ok && ep.Dst == dst {
 			p.sendProbe(ep, size, now)
@@ -295,22 +301,23 @@ func (d *Device) pmtuControl(p *Peer, pt []byte, now time.Time) (wake bool) {
 		return false
 	}
 	more := pp.pr.Acked(size, now)
-	dst, result := pp.dst, pp.pr.Result()
+	dst, result, capped := pp.dst, pp.pr.Result(), pp.pr.Capped()
 	pp.mu.Unlock()
-	p.setProbed(dst, result)
+	p.setProbed(dst, result, capped)
 	return more
 }
 
 // setProbed records what the probes found for dst (a plaintext size, 0:
-// nothing) and recomputes the path MTU when it changed.
-func (p *Peer) setProbed(dst netip.AddrPort, result int) {
+// nothing; capped: the path's limit, not a floor) and recomputes the path
+// MTU when it changed.
+func (p *Peer) setProbed(dst netip.AddrPort, result int, capped bool) {
 	st := &p.pmtu
 	path := 0
 	if result > 0 {
 		v6 := dst.Addr().Is6() && !dst.Addr().Is4In6()
 		path = result + pmtu.Overhead(v6)
 	}
-	if int(st.probed.Load()) == path {
+	if int(st.probed.Load()) == path && st.probedCap.Load() == capped {
 		return
 	}
 	st.mu.Lock()
@@ -319,5 +326,6 @@ func (p *Peer) setProbed(dst netip.AddrPort, result int) {
 		return // the endpoint moved meanwhile: a new search comes
 	}
 	st.probed.Store(int32(path))
+	st.probedCap.Store(capped)
 	p.setPathMTU(dst)
 }

@@ -30,7 +30,7 @@ func probePairOpts(t *testing.T, carries int, devProbes bool) (a, b *node, probe
 	t.Helper()
 	leakcheck.Check(t)
 	probes = new(atomic.Int64)
-	opts := Options{PathProbes: devProbes, probeSend: func(bind conn.Bind, dg []byte, ep conn.Endpoint) error {
+	opts := Options{Logf: t.Logf, PathProbes: devProbes, probeSend: func(bind conn.Bind, dg []byte, ep conn.Endpoint) error {
 		probes.Add(1)
 		if len(dg)+28 > carries {
 			return nil
@@ -214,4 +214,94 @@ func TestPMTUProbePerPeerOff(t *testing.T) {
 			t.Fatalf("path MTU %d (%s) after turning probes off, want unknown", ps.PathMTU, ps.PathMTUSource)
 		}
 	})
+}
+
+// TestPMTUProbeRaiseIsFloor: a path found to carry the whole tunnel MTU
+// is not capped at it when the tunnel MTU is raised: while the new search
+// runs and after it, packets of the new size that the path carries pass,
+// none answered with fragmentation-needed, and the search confirms the
+// new top.
+func TestPMTUProbeRaiseIsFloor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b, _ := probePair(t, 1600)
+		exchange(t, a, b, 1)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if ps := peerStats(t, a); ps.PathMTU != 1480 {
+			t.Fatalf("path MTU %d (%s), want 1480 (the tunnel MTU fits)", ps.PathMTU, ps.PathMTUSource)
+		}
+		for _, n := range []*node{a, b} {
+			n.tun.(*memtun.Device).SetMTU(1500)
+		}
+		synctest.Wait()
+		kernelRefresh(t, a, b)
+		for i := range 50 {
+			big := tcpPacket(t, addrA, addrB, packet.TCPAck, nil, 1500)
+			if err := a.tun.(*memtun.Device).Inject(big); err != nil {
+				t.Fatal(err)
+			}
+			if got := next(t, b.tun, time.Minute); !bytes.Equal(got, big) {
+				t.Fatalf("%d ms after the raise: b got %d bytes, want the 1500-byte packet", i*100, len(got))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if c := counter(a.dev.Status(), "tx_pmtu_icmp_sent"); c != 0 {
+			t.Fatalf("%d fragmentation-needed answers on a path that carries the new MTU", c)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if ps := peerStats(t, a); ps.PathMTU != 1560 || ps.PathMTUSource != "probe" {
+			t.Fatalf("path MTU %d (%s) after the raise, want 1560 from the probes", ps.PathMTU, ps.PathMTUSource)
+		}
+	})
+}
+
+// TestPMTUProbeRaiseNarrow: raised above what the path carries, the
+// search goes up from the old tunnel MTU, a floor, and stops at the
+// path's limit; while it runs, packets of the old tunnel MTU, which the
+// path carries, pass and none is answered with fragmentation-needed.
+func TestPMTUProbeRaiseNarrow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b, _ := probePair(t, 1520) // plaintexts up to 1460
+		exchange(t, a, b, 1)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		for _, n := range []*node{a, b} {
+			n.tun.(*memtun.Device).SetMTU(1500)
+		}
+		synctest.Wait()
+		for i := range 100 {
+			old := tcpPacket(t, addrA, addrB, packet.TCPAck, nil, 1420)
+			if err := a.tun.(*memtun.Device).Inject(old); err != nil {
+				t.Fatal(err)
+			}
+			if got := next(t, b.tun, time.Minute); !bytes.Equal(got, old) {
+				t.Fatalf("%d ms after the raise: b got %d bytes, want the 1420-byte packet", i*100, len(got))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if c := counter(a.dev.Status(), "tx_pmtu_icmp_sent"); c != 0 {
+			t.Fatalf("%d fragmentation-needed answers for packets the path carries", c)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if ps := peerStats(t, a); ps.PathMTU != 1456+60 || ps.PathMTUSource != "probe" {
+			t.Fatalf("path MTU %d (%s), want %d from the probes", ps.PathMTU, ps.PathMTUSource, 1456+60)
+		}
+	})
+}
+
+// kernelRefresh recomputes n's path MTU for other as a refresh does when
+// the peer's connected socket reports a kernel figure (the in-memory bind
+// has none, so its refreshes leave the path MTU as it is).
+func kernelRefresh(t *testing.T, n, other *node) {
+	t.Helper()
+	p := n.dev.lookupPeer(other.key.PublicKey())
+	ep, ok := p.endpoint()
+	if !ok {
+		t.Fatal("no endpoint")
+	}
+	p.pmtu.mu.Lock()
+	p.setPathMTU(ep.Dst)
+	p.pmtu.mu.Unlock()
 }

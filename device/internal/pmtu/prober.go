@@ -18,8 +18,12 @@ import "time"
 //   - answered: a binary search between Min and Max in steps of 16 bytes
 //     (WireGuard pads plaintexts to 16).
 //
-// A completed search is repeated after RaiseInterval, upward from Max, as
-// a path may have grown; Reset starts over at once (the endpoint moved).
+// What the search found is the path's limit only once a larger size was
+// lost (Capped); an answered Max is a floor: nothing larger was tried.
+// A completed search is repeated after RaiseInterval, from Max down to
+// what was found, as a path may have grown; SetMax (the tunnel's MTU
+// changed) searches upward from a floor at once; Reset starts over at once
+// (the endpoint moved).
 // Between searches, the size found is confirmed every ConfirmInterval (one
 // probe, when set): a path that shrank loses it three times, which starts
 // a new search at once (RFC 8899's black hole detection, by probe).
@@ -33,6 +37,7 @@ type Prober struct {
 	due      time.Time
 	raiseAt  time.Time // when an idle prober searches again
 	result   int       // the last search's answer, 0: none
+	capped   bool      // a size above result was lost: result is the limit
 }
 
 // ProberOptions are a Prober's sizes and times; zero picks defaults.
@@ -77,8 +82,28 @@ func NewProber(o ProberOptions, now time.Time) *Prober {
 
 // Reset forgets what the path carried and starts a search at now.
 func (p *Prober) Reset(now time.Time) {
-	p.result = 0
+	p.result, p.capped = 0, false
 	p.start(now)
+}
+
+// SetMax changes the largest size searched (the tunnel's MTU). A result
+// that reaches the new top is a floor at the top; a floor below it starts
+// an upward search at now; a limit found stays.
+func (p *Prober) SetMax(m int, now time.Time) {
+	m = max(m, p.opts.Min)
+	if m == p.opts.Max {
+		return
+	}
+	p.opts.Max = m
+	switch {
+	case p.result >= m:
+		p.result, p.capped = m, false
+		p.idle(now)
+	case p.result == 0 || !p.capped:
+		p.start(now)
+	case p.Searching():
+		p.start(now) // the search's bounds were for the old top
+	}
 }
 
 func (p *Prober) start(now time.Time) {
@@ -89,6 +114,10 @@ func (p *Prober) start(now time.Time) {
 // Result is the largest plaintext the path was found to carry, 0 when no
 // search has answered yet (or the peer does not answer probes).
 func (p *Prober) Result() int { return p.result }
+
+// Capped reports whether Result is the path's limit (a larger probe was
+// lost), not only a floor.
+func (p *Prober) Capped() bool { return p.capped }
 
 // Searching reports whether a search is under way.
 func (p *Prober) Searching() bool { return p.phase != phaseIdle && p.phase != phaseConfirm }
@@ -128,19 +157,26 @@ func (p *Prober) lost(now time.Time) {
 		if p.result >= p.opts.Max {
 			p.result = 0 // what carried Max before carries it no longer
 		}
+		if p.result > 0 {
+			// A floor known: the path's limit lies between it and Max.
+			p.lo, p.capped = p.result, true
+			p.bisect(now)
+			return
+		}
 		p.next(phaseBase, p.opts.Min)
 	case phaseBase:
 		// The peer answers no probes, or the path carries not even the
 		// base: nothing is learned, and the path is left to the kernel.
-		p.result = 0
+		p.result, p.capped = 0, false
 		p.idle(now)
 	case phaseSearch:
 		p.hi = p.size
+		p.capped = p.result > 0
 		p.bisect(now)
 	case phaseConfirm:
 		// The path no longer carries what it did: search again, and
 		// until then claim nothing.
-		p.result = 0
+		p.result, p.capped = 0, false
 		p.start(now)
 	}
 }
@@ -181,13 +217,14 @@ func (p *Prober) Acked(size int, now time.Time) bool {
 	}
 	switch {
 	case size >= p.opts.Max:
-		p.result = p.opts.Max
+		p.result, p.capped = p.opts.Max, false
 		p.idle(now)
 		return false
 	case p.phase == phaseIdle:
 		return false
 	}
 	p.result = max(p.result, size)
+	p.capped = p.hi != 0
 	if p.hi == 0 {
 		p.hi = p.opts.Max
 	}
@@ -204,7 +241,7 @@ func (p *Prober) bisect(now time.Time) {
 		return
 	}
 	if p.hi-p.lo <= step {
-		p.result = p.lo
+		p.result, p.capped = p.lo, true
 		p.idle(now)
 		return
 	}

@@ -166,3 +166,54 @@ func TestProberConfirmFindsShrink(t *testing.T) {
 		t.Fatalf("a minute after the path shrank: result %d, want about 1240", r)
 	}
 }
+
+// TestProberTopIsFloor: a search whose top size is answered has found a
+// floor, not the path's limit (nothing larger was tried); a search that
+// lost a larger size has found the limit.
+func TestProberTopIsFloor(t *testing.T) {
+	now := time.Unix(1e6, 0)
+	p := NewProber(ProberOptions{Min: 1232, Max: 1420}, now)
+	simulate(p, &now, now.Add(time.Minute), 1460, false)
+	if p.Result() != 1420 || p.Capped() {
+		t.Fatalf("result %d, capped %v: want 1420, a floor", p.Result(), p.Capped())
+	}
+	q := NewProber(ProberOptions{Min: 1232, Max: 1420}, now)
+	simulate(q, &now, now.Add(time.Minute), 1300, false)
+	if !q.Capped() {
+		t.Fatalf("result %d after a lost 1420 is not the limit", q.Result())
+	}
+}
+
+// TestProberRaise: raising the top (the tunnel MTU grew) keeps what was
+// found as a floor and searches upward from it at once: no probe below
+// the floor, and the new limit found.
+func TestProberRaise(t *testing.T) {
+	for _, c := range []struct{ carries, want int }{{1420, 1420}, {1460, 1456}, {1500, 1500}, {9000, 1500}} {
+		carries, want := c.carries, c.want
+		now := time.Unix(1e6, 0)
+		p := NewProber(ProberOptions{Min: 1232, Max: 1420, RaiseInterval: time.Hour}, now)
+		simulate(p, &now, now.Add(time.Minute), carries, false)
+		p.SetMax(1500, now)
+		if p.Result() != 1420 || p.Capped() || !p.Searching() || p.Due().After(now) {
+			t.Fatalf("carries %d: after the raise: result %d capped %v searching %v due in %v", carries,
+				p.Result(), p.Capped(), p.Searching(), p.Due().Sub(now))
+		}
+		probes := simulate(p, &now, now.Add(time.Minute), carries, false)
+		for _, s := range probes {
+			if s < 1420 || s > 1500 {
+				t.Fatalf("carries %d: probe of %d outside [1420, 1500]: %v", carries, s, probes)
+			}
+		}
+		if r := p.Result(); r != want || p.Searching() {
+			t.Fatalf("carries %d: result %d (searching %v) after %v, want %d", carries, r, p.Searching(), probes, want)
+		}
+		if p.Capped() != (carries < 1500) {
+			t.Fatalf("carries %d: capped %v", carries, p.Capped())
+		}
+		// Lowered again: what carried more carries the new top.
+		p.SetMax(1400, now)
+		if r := p.Result(); r != 1400 || p.Searching() {
+			t.Fatalf("carries %d: lowered to 1400: result %d searching %v", carries, r, p.Searching())
+		}
+	}
+}
