@@ -45,9 +45,10 @@ const (
 )
 
 // pmtuConfirm is how often a busy peer's path is probed at the size found
-// (one probe): a path that shrinks is noticed within seconds, not at the
-// next search ten minutes later.
-const pmtuConfirm = 10 * time.Second
+// (one probe, each way): a path that shrinks is noticed within seconds,
+// not at the next search ten minutes later, for at most one datagram of
+// the tunnel's MTU per interval.
+const pmtuConfirm = 3 * time.Second
 
 // A peer's own probe setting (PeerConfig.PathProbes).
 const (

@@ -28,11 +28,24 @@ func probePair(t *testing.T, carries int) (a, b *node, probes *atomic.Int64) {
 // probePairOpts is probePair with the devices' default for probes given.
 func probePairOpts(t *testing.T, carries int, devProbes bool) (a, b *node, probes *atomic.Int64) {
 	t.Helper()
+	path := new(probePath)
+	path.carries.Store(int64(carries))
+	a, b = probeLab(t, path, devProbes)
+	return a, b, &path.probes
+}
+
+// probePath is the path probes cross: carries can change mid-test.
+type probePath struct {
+	carries atomic.Int64 // largest datagram, outer IPv4 header included
+	probes  atomic.Int64 // probes sent, both ways
+}
+
+func probeLab(t *testing.T, path *probePath, devProbes bool) (a, b *node) {
+	t.Helper()
 	leakcheck.Check(t)
-	probes = new(atomic.Int64)
 	opts := Options{Logf: t.Logf, PathProbes: devProbes, probeSend: func(bind conn.Bind, dg []byte, ep conn.Endpoint) error {
-		probes.Add(1)
-		if len(dg)+28 > carries {
+		path.probes.Add(1)
+		if int64(len(dg)+28) > path.carries.Load() {
 			return nil
 		}
 		return bind.Send([][]byte{dg}, ep)
@@ -42,7 +55,7 @@ func probePairOpts(t *testing.T, carries int, devProbes bool) (a, b *node, probe
 	a = newNode(t, memtun.New("a", 1420, 4096), netw.NewBind(hostA), addrA, hostA, opts)
 	b = newNode(t, memtun.New("b", 1420, 4096), netw.NewBind(hostB), addrB, hostB, opts)
 	link(t, a, b)
-	return a, b, probes
+	return a, b
 }
 
 func peerStats(t *testing.T, n *node) PeerStats {
@@ -304,4 +317,56 @@ func kernelRefresh(t *testing.T, n, other *node) {
 	p.pmtu.mu.Lock()
 	p.setPathMTU(ep.Dst)
 	p.pmtu.mu.Unlock()
+}
+
+// untilPathMTU exchanges a packet each way every 100 ms (a busy peer)
+// until a's path MTU for b is want, and returns how long that took.
+func untilPathMTU(t *testing.T, a, b *node, want int, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for i := uint32(0); peerStats(t, a).PathMTU != want; i++ {
+		if time.Since(start) > limit {
+			ps := peerStats(t, a)
+			t.Fatalf("after %v: path MTU %d (%s), want %d", time.Since(start), ps.PathMTU, ps.PathMTUSource, want)
+		}
+		exchange(t, a, b, i)
+		time.Sleep(100 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// TestPMTUProbeBlackHoleSeconds: a busy peer's black hole (the path
+// drops every datagram above 1280 bytes and says nothing) is found within
+// two seconds of its first packet; when a path that carried the tunnel
+// MTU shrinks mid-transfer, within five; and on a steady path the
+// confirmations cost one probe each way every 3 s.
+func TestPMTUProbeBlackHoleSeconds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := new(probePath)
+		path.carries.Store(1280)
+		a, b := probeLab(t, path, true)
+		d := untilPathMTU(t, a, b, 1276, 2*time.Second)
+		t.Logf("black hole found in %v", d)
+	})
+	synctest.Test(t, func(t *testing.T) {
+		path := new(probePath)
+		path.carries.Store(1500)
+		a, b := probeLab(t, path, true)
+		untilPathMTU(t, a, b, 1480, 3*time.Second)
+		for i := range 100 { // ten steady seconds
+			exchange(t, a, b, uint32(i))
+			time.Sleep(100 * time.Millisecond)
+		}
+		before := path.probes.Load()
+		for i := range 300 { // thirty more
+			exchange(t, a, b, uint32(i))
+			time.Sleep(100 * time.Millisecond)
+		}
+		if n := path.probes.Load() - before; n > 22 {
+			t.Fatalf("%d probes in 30 steady seconds, want a confirmation each way every 3 s", n)
+		}
+		path.carries.Store(1280)
+		d := untilPathMTU(t, a, b, 1276, 5*time.Second)
+		t.Logf("shrink found in %v", d)
+	})
 }

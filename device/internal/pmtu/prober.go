@@ -26,7 +26,13 @@ import "time"
 // (the endpoint moved).
 // Between searches, the size found is confirmed every ConfirmInterval (one
 // probe, when set): a path that shrank loses it three times, which starts
-// a new search at once (RFC 8899's black hole detection, by probe).
+// a search below it at once (RFC 8899's black hole detection, by probe).
+//
+// A probe is lost after Timeout until an answer has measured the round
+// trip, then after four smoothed round trips (at least minTimeout, at most
+// maxTimeout): on most paths a loss is judged in a fraction of a second,
+// not seconds. An answer that comes after its probe was judged lost still
+// counts, so a timeout too short costs probes, never a wrong result.
 type Prober struct {
 	opts ProberOptions
 
@@ -38,12 +44,16 @@ type Prober struct {
 	raiseAt  time.Time // when an idle prober searches again
 	result   int       // the last search's answer, 0: none
 	capped   bool      // a size above result was lost: result is the limit
+	sentAt   time.Time // when the first probe of size went, for the RTT
+	srtt     time.Duration
 }
 
 // ProberOptions are a Prober's sizes and times; zero picks defaults.
 type ProberOptions struct {
-	Min, Max      int           // plaintext sizes: the base every path must carry, the tunnel's MTU
-	Timeout       time.Duration // a probe unanswered this long is lost (default 1 s)
+	Min, Max int // plaintext sizes: the base every path must carry, the tunnel's MTU
+	// Timeout is how long a probe waits for its answer before any answer
+	// measured the round trip (default 400 ms).
+	Timeout       time.Duration
 	RaiseInterval time.Duration // from one search's end to the next (default 10 min)
 	// ConfirmInterval is how often an idle prober probes the size found
 	// (0: never).
@@ -63,12 +73,14 @@ const (
 const (
 	maxAttempts = 3 // RFC 8899's MAX_PROBES
 	step        = 16
+	minTimeout  = 50 * time.Millisecond
+	maxTimeout  = 2 * time.Second
 )
 
 // NewProber returns a prober whose first probe is due at now.
 func NewProber(o ProberOptions, now time.Time) *Prober {
 	if o.Timeout <= 0 {
-		o.Timeout = time.Second
+		o.Timeout = 400 * time.Millisecond
 	}
 	if o.RaiseInterval <= 0 {
 		o.RaiseInterval = 10 * time.Minute
@@ -145,8 +157,33 @@ func (p *Prober) Poll(now time.Time) int {
 		}
 	}
 	p.attempts++
-	p.due = now.Add(p.opts.Timeout)
+	if p.attempts == 1 {
+		p.sentAt = now
+	}
+	p.due = now.Add(p.timeout())
 	return p.size
+}
+
+// timeout is how long the probe just sent waits for its answer.
+func (p *Prober) timeout() time.Duration {
+	if p.srtt == 0 {
+		return p.opts.Timeout
+	}
+	return min(max(4*p.srtt, minTimeout), maxTimeout)
+}
+
+// sample takes the round trip of an answer to the size in flight, if it
+// answers its first probe (Karn: a resent probe's answer is ambiguous).
+func (p *Prober) sample(size int, now time.Time) {
+	if size != p.size || p.attempts != 1 || p.sentAt.IsZero() {
+		return
+	}
+	rtt := max(now.Sub(p.sentAt), time.Millisecond)
+	if p.srtt == 0 {
+		p.srtt = rtt
+	} else {
+		p.srtt = (7*p.srtt + rtt) / 8
+	}
 }
 
 // lost moves on after maxAttempts unanswered probes of p.size.
@@ -174,10 +211,11 @@ func (p *Prober) lost(now time.Time) {
 		p.capped = p.result > 0
 		p.bisect(now)
 	case phaseConfirm:
-		// The path no longer carries what it did: search again, and
-		// until then claim nothing.
+		// The path no longer carries what it did: search below it at
+		// once, and until then claim nothing.
+		p.lo, p.hi = 0, p.size
 		p.result, p.capped = 0, false
-		p.start(now)
+		p.next(phaseBase, p.opts.Min)
 	}
 }
 
@@ -202,6 +240,7 @@ func (p *Prober) confirmLater(now time.Time) {
 // Acked records the answer to a probe of size (a late one counts too). It
 // returns true when the caller should Poll at once: the search moved on.
 func (p *Prober) Acked(size int, now time.Time) bool {
+	p.sample(size, now)
 	if p.phase == phaseConfirm && size == p.size {
 		p.phase, p.attempts = phaseIdle, 0
 		p.due = p.raiseAt

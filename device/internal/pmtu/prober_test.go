@@ -217,3 +217,83 @@ func TestProberRaise(t *testing.T) {
 		}
 	}
 }
+
+// found runs p against a path carrying carries with a round trip of rtt
+// until its result is the path's limit (within one step) and returns how
+// long that took, failing past limit.
+func found(t *testing.T, p *Prober, now *time.Time, carries int, rtt, limit time.Duration) time.Duration {
+	t.Helper()
+	start := *now
+	for p.Result() > carries || p.Result() <= carries-step || !p.Capped() {
+		if now.Sub(start) > limit {
+			t.Fatalf("carries %d: after %v result %d (capped %v), want the limit within %v", carries, now.Sub(start), p.Result(), p.Capped(), limit)
+		}
+		size := p.Poll(*now)
+		if size > 0 && size <= carries {
+			*now = now.Add(rtt)
+			if p.Acked(size, *now) {
+				continue
+			}
+		}
+		if d := p.Due(); d.After(*now) {
+			*now = d
+		} else if size == 0 {
+			*now = now.Add(time.Millisecond)
+		}
+	}
+	return now.Sub(start)
+}
+
+// TestProberBlackHoleFast: a path that silently drops the tunnel's MTU
+// is found within two seconds of the first probe: the tunnel-MTU probes
+// time out quickly, and once an answer measured the round trip, losses
+// are judged in a few round trips instead of seconds.
+func TestProberBlackHoleFast(t *testing.T) {
+	for _, carries := range []int{1232, 1260, 1300, 1404} {
+		now := time.Unix(1e6, 0)
+		p := NewProber(ProberOptions{Min: 1232, Max: 1420}, now)
+		found(t, p, &now, carries, 10*time.Millisecond, 2*time.Second)
+	}
+}
+
+// TestProberShrinkFast: a busy path that shrinks is found within five
+// seconds with confirmations every 3 s: a lost confirmation goes straight
+// to the search below it, not back to the tunnel's MTU.
+func TestProberShrinkFast(t *testing.T) {
+	now := time.Unix(1e6, 0)
+	p := NewProber(ProberOptions{Min: 1216, Max: 1420, ConfirmInterval: 3 * time.Second}, now)
+	simulate(p, &now, now.Add(7*time.Second), 1420, false)
+	if p.Result() != 1420 {
+		t.Fatalf("result %d", p.Result())
+	}
+	found(t, p, &now, 1240, 10*time.Millisecond, 5*time.Second)
+}
+
+// TestProberSlowPath: on a path whose round trip exceeds the first
+// timeout, late answers still count: the full tunnel MTU is found, with
+// a bounded number of probes.
+func TestProberSlowPath(t *testing.T) {
+	now := time.Unix(1e6, 0)
+	p := NewProber(ProberOptions{Min: 1232, Max: 1420}, now)
+	var probes int
+	for start := now; now.Sub(start) < 30*time.Second; {
+		if size := p.Poll(now); size > 0 {
+			probes++
+			// Answered 600 ms later: deliver at the next poll past it.
+			at := now.Add(600 * time.Millisecond)
+			for p.Due().Before(at) {
+				now = p.Due()
+				if s := p.Poll(now); s > 0 {
+					probes++
+				}
+			}
+			now = at
+			p.Acked(size, now)
+			continue
+		}
+		now = p.Due()
+	}
+	if p.Result() != 1420 || probes > 8 {
+		t.Fatalf("result %d after %d probes, want 1420 after a few", p.Result(), probes)
+	}
+}
