@@ -24,6 +24,7 @@ const (
 	pmtuUnknown pmtuSource = iota // no path MTU: nothing is clamped
 	pmtuKernel                    // the kernel's route MTU for the peer's connected socket (local link, ICMP)
 	pmtuProbe                     // confirmed by padded probes the peer answered
+	pmtuTCP                       // a floor, after inner TCP resent full-size segments in vain (pmtu_tcp.go)
 )
 
 func (s pmtuSource) String() string {
@@ -32,6 +33,8 @@ func (s pmtuSource) String() string {
 		return "kernel"
 	case pmtuProbe:
 		return "probe"
+	case pmtuTCP:
+		return "tcp"
 	}
 	return "unknown"
 }
@@ -62,6 +65,8 @@ type peerPMTU struct {
 
 	mu  sync.Mutex     // held by the one goroutine refreshing
 	dst netip.AddrPort // the endpoint kernel is for, guarded by mu
+
+	tcp peerTCPWatch // pmtu_tcp.go
 }
 
 // pmtuSignals is the device's budget for telling inner senders: a token
@@ -90,6 +95,7 @@ func (p *Peer) refreshPMTU(now time.Time) {
 		return // another goroutine is looking
 	}
 	ep, ok := p.refreshKernelLocked(now)
+	p.refreshTCPWatchLocked(now)
 	st.mu.Unlock()
 	if ok {
 		p.kickProbe(now, ep)
@@ -125,6 +131,7 @@ func (p *Peer) refreshKernelLocked(now time.Time) (conn.Endpoint, bool) {
 	}
 	if ep.Dst != st.dst {
 		st.probed.Store(0) // found for another path
+		st.tcp.until.Store(0)
 	}
 	st.dst = ep.Dst
 	st.kernel.Store(int32(mtu))
@@ -146,6 +153,9 @@ func (p *Peer) setPathMTU(dst netip.AddrPort) {
 		if st.probedCap.Load() {
 			limit = pr
 		}
+	}
+	if st.tcp.until.Load() != 0 && (limit == 0 || pmtuTCPFloor < limit) {
+		path, src, limit = pmtuTCPFloor, pmtuTCP, pmtuTCPFloor
 	}
 	if path == 0 {
 		src = pmtuUnknown
@@ -188,6 +198,9 @@ func (s *peerSockets) pathConn(dst netip.AddrPort) conn.PathMTUConn {
 func (d *Device) fitOutbound(p *Peer, pkt []byte, now time.Time) bool {
 	inner := int(p.pmtu.inner.Load())
 	if inner == 0 {
+		if above := int(p.pmtu.tcp.above.Load()); above > 0 && len(pkt) > above {
+			d.watchTCP(p, pkt, now)
+		}
 		return true
 	}
 	if len(pkt) <= inner {

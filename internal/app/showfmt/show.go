@@ -132,6 +132,8 @@ func pathSource(s string) string {
 		return "from the kernel's route"
 	case "probe":
 		return "confirmed by probes"
+	case "tcp":
+		return "a floor: full-size TCP segments vanished"
 	}
 	return s
 }
