@@ -154,7 +154,7 @@ func (p *Peer) setPathMTU(dst netip.AddrPort) {
 			limit = pr
 		}
 	}
-	if st.tcp.until.Load() != 0 && (limit == 0 || pmtuTCPFloor < limit) {
+	if st.tcp.until.Load() != 0 && st.probed.Load() == 0 && (limit == 0 || pmtuTCPFloor < limit) {
 		path, src, limit = pmtuTCPFloor, pmtuTCP, pmtuTCPFloor
 	}
 	if path == 0 {

@@ -248,19 +248,7 @@ func TestPMTUProbeRaiseIsFloor(t *testing.T) {
 		}
 		synctest.Wait()
 		kernelRefresh(t, a, b)
-		for i := range 50 {
-			big := tcpPacket(t, addrA, addrB, packet.TCPAck, nil, 1500)
-			if err := a.tun.(*memtun.Device).Inject(big); err != nil {
-				t.Fatal(err)
-			}
-			if got := next(t, b.tun, time.Minute); !bytes.Equal(got, big) {
-				t.Fatalf("%d ms after the raise: b got %d bytes, want the 1500-byte packet", i*100, len(got))
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if c := counter(a.dev.Status(), "tx_pmtu_icmp_sent"); c != 0 {
-			t.Fatalf("%d fragmentation-needed answers on a path that carries the new MTU", c)
-		}
+		allPass(t, a, b, 1500, 50)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if ps := peerStats(t, a); ps.PathMTU != 1560 || ps.PathMTUSource != "probe" {
@@ -283,19 +271,7 @@ func TestPMTUProbeRaiseNarrow(t *testing.T) {
 			n.tun.(*memtun.Device).SetMTU(1500)
 		}
 		synctest.Wait()
-		for i := range 100 {
-			old := tcpPacket(t, addrA, addrB, packet.TCPAck, nil, 1420)
-			if err := a.tun.(*memtun.Device).Inject(old); err != nil {
-				t.Fatal(err)
-			}
-			if got := next(t, b.tun, time.Minute); !bytes.Equal(got, old) {
-				t.Fatalf("%d ms after the raise: b got %d bytes, want the 1420-byte packet", i*100, len(got))
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if c := counter(a.dev.Status(), "tx_pmtu_icmp_sent"); c != 0 {
-			t.Fatalf("%d fragmentation-needed answers for packets the path carries", c)
-		}
+		allPass(t, a, b, 1420, 100)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if ps := peerStats(t, a); ps.PathMTU != 1456+60 || ps.PathMTUSource != "probe" {
@@ -369,4 +345,23 @@ func TestPMTUProbeBlackHoleSeconds(t *testing.T) {
 		d := untilPathMTU(t, a, b, 1276, 5*time.Second)
 		t.Logf("shrink found in %v", d)
 	})
+}
+
+// allPass sends n packets of size from a to b, 100 ms apart, and fails
+// unless each arrives whole and none is answered with fragmentation-needed.
+func allPass(t *testing.T, a, b *node, size, n int) {
+	t.Helper()
+	for i := range n {
+		pkt := tcpPacket(t, addrA, addrB, packet.TCPAck, nil, size)
+		if err := a.tun.(*memtun.Device).Inject(pkt); err != nil {
+			t.Fatal(err)
+		}
+		if got := next(t, b.tun, time.Minute); !bytes.Equal(got, pkt) {
+			t.Fatalf("after %d ms: b got %d bytes, want the %d-byte packet", i*100, len(got), size)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if c := counter(a.dev.Status(), "tx_pmtu_icmp_sent"); c != 0 {
+		t.Fatalf("%d fragmentation-needed answers for packets the path carries", c)
+	}
 }

@@ -126,3 +126,20 @@ func TestPMTUTCPNotBlackHole(t *testing.T) {
 		}
 	})
 }
+
+// TestPMTUTCPProbesKnowBetter: a floor learned from TCP yields to what
+// answered probes found: a path confirmed by probes stays as they say.
+func TestPMTUTCPProbesKnowBetter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b, _ := probePair(t, 1500)
+		exchange(t, a, b, 1)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		p := a.dev.lookupPeer(b.key.PublicKey())
+		p.pmtu.tcp.until.Store(time.Now().Add(pmtuTCPHold).UnixNano())
+		kernelRefresh(t, a, b)
+		if ps := peerStats(t, a); ps.PathMTU != 1480 || ps.PathMTUSource != "probe" {
+			t.Fatalf("path MTU %d (%s), want 1480 from the probes", ps.PathMTU, ps.PathMTUSource)
+		}
+	})
+}

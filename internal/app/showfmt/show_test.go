@@ -213,6 +213,14 @@ func TestShowPathMTU(t *testing.T) {
 			t.Fatalf("counters %v: path MTU line shown %v:\n%s", counters, got, b.String())
 		}
 	}
+	st.Peers[0].PathMTU, st.Peers[0].PathMTUSource = 1280, "tcp"
+	var b strings.Builder
+	if err := showfmt.FormatShow(&b, "wg0", st, showfmt.ShowOptions{Counters: true}); err != nil {
+		t.Fatal(err)
+	}
+	if line := "  path mtu: 1280 (a floor: full-size TCP segments vanished)\n"; !strings.Contains(b.String(), line) {
+		t.Fatalf("no %q in\n%s", line, b.String())
+	}
 }
 
 // TestShowPathProbes: fips-go's own form says which peers are probed, and
