@@ -260,6 +260,7 @@ func (p *Prober) Acked(size int, now time.Time) bool {
 		p.idle(now)
 		return false
 	case p.phase == phaseIdle:
+		p.result = max(p.result, size) // a late answer: the path carried it
 		return false
 	}
 	p.result = max(p.result, size)

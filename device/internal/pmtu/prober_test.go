@@ -297,3 +297,31 @@ func TestProberSlowPath(t *testing.T) {
 		t.Fatalf("result %d after %d probes, want 1420 after a few", p.Result(), probes)
 	}
 }
+
+// TestProberLateAnswerAfterSearch: an answer that comes after its probe
+// was judged lost and the search ended still raises what was found: the
+// path carried it (short timeouts cost probes, never a wrong result).
+func TestProberLateAnswerAfterSearch(t *testing.T) {
+	now := time.Unix(1e6, 0)
+	p := NewProber(ProberOptions{Min: 1232, Max: 1420}, now)
+	var sent []int
+	for p.Searching() {
+		size := p.Poll(now)
+		if size > 0 {
+			sent = append(sent, size)
+			if size <= 1232 { // only the base is answered in time
+				now = now.Add(10 * time.Millisecond)
+				p.Acked(size, now)
+				continue
+			}
+		}
+		now = p.Due()
+	}
+	if p.Result() != 1232 {
+		t.Fatalf("result %d after %v, want 1232", p.Result(), sent)
+	}
+	p.Acked(1328, now) // the answer to a probe sent during the search
+	if p.Result() != 1328 || p.Searching() {
+		t.Fatalf("after a late answer of 1328: result %d, searching %v", p.Result(), p.Searching())
+	}
+}
