@@ -208,6 +208,9 @@ func (d *Device) applyPeerLocked(pc *PeerConfig, now time.Time) {
 	if pc.Transport != nil {
 		p.setPeerTransportLocked(*pc.Transport)
 	}
+	if pc.PathProbes != nil {
+		p.setPathProbes(*pc.PathProbes)
+	}
 	if pc.Endpoint != nil {
 		p.setEndpoint(conn.Endpoint{Dst: netip.AddrPortFrom(pc.Endpoint.Addr().Unmap(), pc.Endpoint.Port()), Transport: endpointTransport(p.transport)})
 	}
@@ -310,6 +313,11 @@ func (p *Peer) status(aips []netip.Prefix) PeerStatus {
 		ProtocolVersion: 1,
 		PathMTU:         int(p.pmtu.path.Load()),
 		PathMTUSource:   pmtuSource(p.pmtu.source.Load()).String(),
+		PathProbesOn:    p.probesOn(),
+	}
+	if m := p.pmtu.probeMode.Load(); m != probesDefault {
+		on := m == probesOn
+		ps.PathProbes = &on
 	}
 	if ep, ok := p.endpoint(); ok {
 		ps.Endpoint, ps.Transport = ep.Dst, ep.Transport

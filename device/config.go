@@ -43,6 +43,10 @@ type PeerConfig struct {
 	// Transport, when set, is how datagrams to the configured endpoint
 	// travel: UDP, or a TCP stream the device dials.
 	Transport *conn.Transport
+	// PathProbes, when set, turns path-MTU probes on or off for this peer
+	// (Options.PathProbes is the default for peers that never say): on
+	// for peers that run fips-go, off for stock ones.
+	PathProbes *bool
 }
 
 // AllowedIPChange adds a prefix to a peer, or with Remove takes that one
@@ -87,6 +91,10 @@ type PeerStatus struct {
 	PathMTUSource string
 	// Transport is the transport of the peer's current endpoint.
 	Transport conn.Transport
+	// PathProbes is the peer's own probe setting (nil: the device's
+	// default), PathProbesOn whether its path is probed.
+	PathProbes   *bool
+	PathProbesOn bool
 }
 
 // Counter is one named cumulative counter.

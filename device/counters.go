@@ -56,6 +56,7 @@ const (
 	cTxPMTUProbes
 	cRxPMTUProbes
 	cRxPMTUAcks
+	cTxPMTUTCPBlackHoles
 	cResumeInitiations
 	cSessionsResumed
 	numCounters
@@ -111,6 +112,7 @@ var counterNames = [numCounters]string{
 	cTxPMTUProbes:                 "tx_pmtu_probes",
 	cRxPMTUProbes:                 "rx_pmtu_probes_answered",
 	cRxPMTUAcks:                   "rx_pmtu_probe_acks",
+	cTxPMTUTCPBlackHoles:          "tx_pmtu_tcp_black_holes",
 	cResumeInitiations:            "resume_initiations_sent",
 	cSessionsResumed:              "sessions_resumed",
 }

@@ -50,7 +50,8 @@ type Options struct {
 	// no ICMP says so; a stock WireGuard peer drops them (wireguard-go
 	// counts them as received data), so they are for peers that run
 	// fips-go. Off, the path MTU comes from the kernel alone. Probes from
-	// a peer are answered either way.
+	// a peer are answered either way. It is the default for peers whose
+	// PeerConfig.PathProbes never said.
 	PathProbes bool
 
 	// The sizing below is decided, not exposed (docs/architecture.md

@@ -24,6 +24,7 @@ const (
 	pmtuUnknown pmtuSource = iota // no path MTU: nothing is clamped
 	pmtuKernel                    // the kernel's route MTU for the peer's connected socket (local link, ICMP)
 	pmtuProbe                     // confirmed by padded probes the peer answered
+	pmtuTCP                       // a floor, after inner TCP resent full-size segments in vain (pmtu_tcp.go)
 )
 
 func (s pmtuSource) String() string {
@@ -32,6 +33,8 @@ func (s pmtuSource) String() string {
 		return "kernel"
 	case pmtuProbe:
 		return "probe"
+	case pmtuTCP:
+		return "tcp"
 	}
 	return "unknown"
 }
@@ -51,10 +54,19 @@ type peerPMTU struct {
 	next   atomic.Int64 // Unix ns of the next kernel look
 	kernel atomic.Int32 // last kernel figure, 0: none
 	probed atomic.Int32 // path MTU the probes confirmed, 0: none
-	probe  atomic.Pointer[peerProbe]
+	// probedCap: a larger probe was lost, so probed is the path's limit;
+	// otherwise it is a floor (the tunnel's MTU, or a search under way)
+	// and limits nothing.
+	probedCap atomic.Bool
+	probe     atomic.Pointer[peerProbe]
+	// probeMode is the peer's own probe setting: probesDefault follows
+	// Options.PathProbes.
+	probeMode atomic.Uint32
 
 	mu  sync.Mutex     // held by the one goroutine refreshing
 	dst netip.AddrPort // the endpoint kernel is for, guarded by mu
+
+	tcp peerTCPWatch // pmtu_tcp.go
 }
 
 // pmtuSignals is the device's budget for telling inner senders: a token
@@ -83,6 +95,7 @@ func (p *Peer) refreshPMTU(now time.Time) {
 		return // another goroutine is looking
 	}
 	ep, ok := p.refreshKernelLocked(now)
+	p.refreshTCPWatchLocked(now)
 	st.mu.Unlock()
 	if ok {
 		p.kickProbe(now, ep)
@@ -118,6 +131,7 @@ func (p *Peer) refreshKernelLocked(now time.Time) (conn.Endpoint, bool) {
 	}
 	if ep.Dst != st.dst {
 		st.probed.Store(0) // found for another path
+		st.tcp.until.Store(0)
 	}
 	st.dst = ep.Dst
 	st.kernel.Store(int32(mtu))
@@ -126,19 +140,28 @@ func (p *Peer) refreshKernelLocked(now time.Time) (conn.Endpoint, bool) {
 }
 
 // setPathMTU recomputes p's path MTU from what is known of it: the lower
-// of the kernel's figure and the probes'. Logged when it changes. Called
-// under p.pmtu.mu.
+// of the kernel's figure and the probes'. A probe figure that is only a
+// floor is shown but limits nothing: after the tunnel's MTU grows, what
+// carried the old one says nothing about the new. Logged when it changes.
+// Called under p.pmtu.mu.
 func (p *Peer) setPathMTU(dst netip.AddrPort) {
 	st := &p.pmtu
 	path, src := int(st.kernel.Load()), pmtuKernel
+	limit := path
 	if pr := int(st.probed.Load()); pr > 0 && (path == 0 || pr <= path) {
 		path, src = pr, pmtuProbe
+		if st.probedCap.Load() {
+			limit = pr
+		}
+	}
+	if st.tcp.until.Load() != 0 && st.probed.Load() == 0 && (limit == 0 || pmtuTCPFloor < limit) {
+		path, src, limit = pmtuTCPFloor, pmtuTCP, pmtuTCPFloor
 	}
 	if path == 0 {
 		src = pmtuUnknown
 	}
 	v6 := dst.Addr().Is6() && !dst.Addr().Is4In6()
-	inner := pmtu.InnerMTU(path, v6)
+	inner := pmtu.InnerMTU(limit, v6)
 	if tm := int(p.d.mtu.Load()); inner >= tm {
 		inner = 0
 	}
@@ -175,6 +198,9 @@ func (s *peerSockets) pathConn(dst netip.AddrPort) conn.PathMTUConn {
 func (d *Device) fitOutbound(p *Peer, pkt []byte, now time.Time) bool {
 	inner := int(p.pmtu.inner.Load())
 	if inner == 0 {
+		if above := int(p.pmtu.tcp.above.Load()); above > 0 && len(pkt) > above {
+			d.watchTCP(p, pkt, now)
+		}
 		return true
 	}
 	if len(pkt) <= inner {

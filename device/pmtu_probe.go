@@ -45,9 +45,51 @@ const (
 )
 
 // pmtuConfirm is how often a busy peer's path is probed at the size found
-// (one probe): a path that shrinks is noticed within seconds, not at the
-// next search ten minutes later.
-const pmtuConfirm = 10 * time.Second
+// (one probe, each way): a path that shrinks is noticed within seconds,
+// not at the next search ten minutes later, for at most one datagram of
+// the tunnel's MTU per interval.
+const pmtuConfirm = 3 * time.Second
+
+// A peer's own probe setting (PeerConfig.PathProbes).
+const (
+	probesDefault uint32 = iota
+	probesOn
+	probesOff
+)
+
+// probesOn reports whether p's path is probed.
+func (p *Peer) probesOn() bool {
+	switch p.pmtu.probeMode.Load() {
+	case probesOn:
+		return true
+	case probesOff:
+		return false
+	}
+	return p.d.opts.PathProbes
+}
+
+// setPathProbes records p's own probe setting. Turned off, what the
+// probes found is forgotten with the search (a stock peer's path is the
+// kernel's business); turned on, the next kick starts a search.
+func (p *Peer) setPathProbes(on bool) {
+	mode := probesOff
+	if on {
+		mode = probesOn
+	}
+	p.pmtu.probeMode.Store(mode)
+	if on {
+		return
+	}
+	pp := p.pmtu.probe.Load()
+	if pp == nil {
+		return
+	}
+	pp.mu.Lock()
+	dst := pp.dst
+	pp.pr, pp.kicked = nil, false
+	pp.mu.Unlock()
+	p.setProbed(dst, 0, false)
+}
 
 // probeSender sends one datagram that the path may not fragment.
 type probeSender interface{ SendProbe(b []byte) error }
@@ -92,21 +134,27 @@ func probeBase(v6 bool) int { return (1280 - pmtu.Overhead(v6)) &^ 15 }
 // idle peers cost the wheel nothing.
 func (p *Peer) kickProbe(now time.Time, ep conn.Endpoint) {
 	d := p.d
-	if !d.opts.PathProbes || d.probeConn(ep) == nil {
+	if !p.probesOn() || d.probeConn(ep) == nil {
 		return
 	}
 	pp := p.probeState()
 	tm := int(d.mtu.Load())
 	pp.mu.Lock()
-	if pp.pr == nil || pp.dst != ep.Dst || pp.max != tm {
+	switch {
+	case pp.pr == nil || pp.dst != ep.Dst:
 		v6 := ep.Dst.Addr().Is6() && !ep.Dst.Addr().Is4In6()
 		pp.pr = pmtu.NewProber(pmtu.ProberOptions{Min: min(probeBase(v6), tm), Max: tm, ConfirmInterval: pmtuConfirm}, now)
 		pp.dst, pp.max = ep.Dst, tm
-		p.pmtu.probed.Store(0)
+	case pp.max != tm:
+		// What carried the old MTU is a floor the search goes up from.
+		pp.pr.SetMax(tm, now)
+		pp.max = tm
 	}
 	due := !now.Before(pp.pr.Due())
 	pp.kicked = pp.kicked || due
+	result, capped := pp.pr.Result(), pp.pr.Capped()
 	pp.mu.Unlock()
+	p.setProbed(ep.Dst, result, capped)
 	if due {
 		p.wakeAt(now)
 	}
@@ -135,7 +183,7 @@ func (p *Peer) runProbe(now time.Time) {
 	if size := pp.ackOwed.Swap(0); size > 0 {
 		p.sendProbeAck(int(size), now)
 	}
-	if !p.canProbe(now) {
+	if !p.probesOn() || !p.canProbe(now) {
 		return // the next kick, with traffic, tries again
 	}
 	pp.mu.Lock()
@@ -146,9 +194,9 @@ func (p *Peer) runProbe(now time.Time) {
 	dst := pp.dst
 	size := pp.pr.Poll(now)
 	pp.kicked = false
-	next, searching, result := pp.pr.Due(), pp.pr.Searching(), pp.pr.Result()
+	next, searching, result, capped := pp.pr.Due(), pp.pr.Searching(), pp.pr.Result(), pp.pr.Capped()
 	pp.mu.Unlock()
-	p.setProbed(dst, result)
+	p.setProbed(dst, result, capped)
 	if size > 0 {
 		if ep, ok := p.endpoint(); ok && ep.Dst == dst {
 			p.sendProbe(ep, size, now)
@@ -254,22 +302,23 @@ func (d *Device) pmtuControl(p *Peer, pt []byte, now time.Time) (wake bool) {
 		return false
 	}
 	more := pp.pr.Acked(size, now)
-	dst, result := pp.dst, pp.pr.Result()
+	dst, result, capped := pp.dst, pp.pr.Result(), pp.pr.Capped()
 	pp.mu.Unlock()
-	p.setProbed(dst, result)
+	p.setProbed(dst, result, capped)
 	return more
 }
 
 // setProbed records what the probes found for dst (a plaintext size, 0:
-// nothing) and recomputes the path MTU when it changed.
-func (p *Peer) setProbed(dst netip.AddrPort, result int) {
+// nothing; capped: the path's limit, not a floor) and recomputes the path
+// MTU when it changed.
+func (p *Peer) setProbed(dst netip.AddrPort, result int, capped bool) {
 	st := &p.pmtu
 	path := 0
 	if result > 0 {
 		v6 := dst.Addr().Is6() && !dst.Addr().Is4In6()
 		path = result + pmtu.Overhead(v6)
 	}
-	if int(st.probed.Load()) == path {
+	if int(st.probed.Load()) == path && st.probedCap.Load() == capped {
 		return
 	}
 	st.mu.Lock()
@@ -278,5 +327,6 @@ func (p *Peer) setProbed(dst netip.AddrPort, result int) {
 		return // the endpoint moved meanwhile: a new search comes
 	}
 	st.probed.Store(int32(path))
+	st.probedCap.Store(capped)
 	p.setPathMTU(dst)
 }

@@ -78,7 +78,8 @@ func (c *Client) Counters() ([]device.Counter, error) {
 }
 
 // AddFips fills in what only fips-go reports (get=fips) in st, a status
-// Get returned: st.Counters and its peers' PathMTU and PathMTUSource.
+// Get returned: st.Counters and its peers' PathMTU, PathMTUSource and
+// PathProbesOn.
 // Against wireguard-go it fails and leaves st as it was.
 func (c *Client) AddFips(st *device.Status) error {
 	p := counterParser{peers: make(map[noise.PublicKey]*device.PeerStatus, len(st.Peers))}

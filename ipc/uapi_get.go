@@ -27,6 +27,7 @@ import (
 //	protocol_version=1
 //	endpoint=<ip:port>              omitted when unknown
 //	fips_transport=tcp              the endpoint's transport, omitted for UDP
+//	fips_path_probes=true|false     the peer's own probe setting, omitted when unset
 //	last_handshake_time_sec=<unix seconds, 0 when none>
 //	last_handshake_time_nsec=<ns>
 //	tx_bytes=<n>
@@ -38,8 +39,9 @@ import (
 //
 // fips-go also answers "get=fips", which wg never sends, with one
 // counter_NAME=value line per device counter, then, for each peer whose
-// path MTU is known, public_key=HEX, path_mtu=<bytes> and
-// path_mtu_source=<kernel|probe>, then errno=0 and an empty line. Clients
+// path MTU is known or whose path is probed, public_key=HEX, then
+// path_mtu=<bytes> and path_mtu_source=<kernel|probe> when known and
+// path_probes=true when probed, then errno=0 and an empty line. Clients
 // ignore lines they do not know, so either part may grow.
 
 // flushAt is how much reply text is gathered before a write.
@@ -85,6 +87,7 @@ func appendPeerStatus(b []byte, ps *device.PeerStatus) []byte {
 		b = append(b, '\n')
 		b = appendTransport(b, ps.Transport)
 	}
+	b = appendPathProbes(b, ps.PathProbes)
 	var sec, nsec int64
 	if !ps.LastHandshake.IsZero() {
 		sec, nsec = ps.LastHandshake.Unix(), int64(ps.LastHandshake.Nanosecond())
@@ -125,14 +128,19 @@ func writePeerPaths(w io.Writer, peers []device.PeerStatus) error {
 	var b []byte
 	for i := range peers {
 		ps := &peers[i]
-		if ps.PathMTU <= 0 || !validCounterName(ps.PathMTUSource) {
+		if !peerReported(ps) {
 			continue
 		}
 		b = appendHexKey(b, "public_key", ps.PublicKey)
-		b = appendUint(b, "path_mtu", uint64(ps.PathMTU))
-		b = append(b, "path_mtu_source="...)
-		b = append(b, ps.PathMTUSource...)
-		b = append(b, '\n')
+		if ps.PathMTU > 0 && validCounterName(ps.PathMTUSource) {
+			b = appendUint(b, "path_mtu", uint64(ps.PathMTU))
+			b = append(b, "path_mtu_source="...)
+			b = append(b, ps.PathMTUSource...)
+			b = append(b, '\n')
+		}
+		if ps.PathProbesOn {
+			b = append(b, "path_probes=true\n"...)
+		}
 		if len(b) >= flushAt {
 			if _, err := w.Write(b); err != nil {
 				return err
@@ -286,6 +294,8 @@ func (g *getParser) peerKV(ps *device.PeerStatus, hs *[2]int64, k, v []byte) err
 		if t, err = parseTransport(string(v)); err == nil {
 			ps.Transport = *t
 		}
+	case uapiPathProbes:
+		ps.PathProbes, err = parsePathProbes(string(v))
 	case "last_handshake_time_sec":
 		n, err = parseDecimal(v, 63)
 		hs[0] = int64(n)
@@ -351,6 +361,11 @@ func (c *counterParser) kv(k, v []byte) error {
 	case "path_mtu_source":
 		if c.cur != nil && validCounterName(string(v)) {
 			c.cur.PathMTUSource = string(v)
+		}
+		return nil
+	case "path_probes":
+		if c.cur != nil {
+			c.cur.PathProbesOn = string(v) == "true"
 		}
 		return nil
 	}

@@ -38,6 +38,7 @@ const DefaultMaxRequest = 16 << 20
 //	allowed_ip=[-]<prefix>        '-' removes that prefix from the peer
 //	protocol_version=1
 //	fips_transport=udp|tcp        the endpoint's transport (transport.go)
+//	fips_path_probes=true|false   path-MTU probes for the peer (pathprobes.go)
 //	<empty line>
 //
 // Lines take effect in order, as in wireguard-go: a repeated key overrides
@@ -236,6 +237,8 @@ func (p *setParser) peerLine(pc *device.PeerConfig, k, v []byte) *Error {
 		}
 	case uapiTransport:
 		pc.Transport, err = parseTransport(string(v))
+	case uapiPathProbes:
+		pc.PathProbes, err = parsePathProbes(string(v))
 	default:
 		return errorf(ErrnoInvalid, "%q is not a peer key", truncate(k))
 	}
@@ -417,6 +420,7 @@ func appendPeerConfig(b []byte, pc *device.PeerConfig) []byte {
 		b = append(b, pc.Transport.String()...)
 		b = append(b, '\n')
 	}
+	b = appendPathProbes(b, pc.PathProbes)
 	if pc.Endpoint != nil {
 		b = append(b, "endpoint="...)
 		b = pc.Endpoint.AppendTo(b)

@@ -280,6 +280,12 @@ func (p *confParser) peerKey(key, value string) error {
 			return fmt.Errorf("Transport: %w", err)
 		}
 		pc.Transport = t
+	case "pathprobes":
+		pp, err := parsePathProbes(value)
+		if err != nil {
+			return fmt.Errorf("PathProbes: %w", err)
+		}
+		pc.PathProbes = pp
 	default:
 		return fmt.Errorf("unknown [Peer] key %q", shorten(key))
 	}
@@ -426,6 +432,9 @@ func FormatConfig(st device.Status) string {
 			if ps.Transport != conn.TransportUDP {
 				fmt.Fprintf(&b, "Transport = %s\n", ps.Transport)
 			}
+		}
+		if ps.PathProbes != nil {
+			fmt.Fprintf(&b, "PathProbes = %t\n", *ps.PathProbes)
 		}
 		if ps.PersistentKeepalive != 0 {
 			b.WriteString("PersistentKeepalive = " + strconv.Itoa(int(ps.PersistentKeepalive)) + "\n")

@@ -18,11 +18,21 @@ import "time"
 //   - answered: a binary search between Min and Max in steps of 16 bytes
 //     (WireGuard pads plaintexts to 16).
 //
-// A completed search is repeated after RaiseInterval, upward from Max, as
-// a path may have grown; Reset starts over at once (the endpoint moved).
+// What the search found is the path's limit only once a larger size was
+// lost (Capped); an answered Max is a floor: nothing larger was tried.
+// A completed search is repeated after RaiseInterval, from Max down to
+// what was found, as a path may have grown; SetMax (the tunnel's MTU
+// changed) searches upward from a floor at once; Reset starts over at once
+// (the endpoint moved).
 // Between searches, the size found is confirmed every ConfirmInterval (one
 // probe, when set): a path that shrank loses it three times, which starts
-// a new search at once (RFC 8899's black hole detection, by probe).
+// a search below it at once (RFC 8899's black hole detection, by probe).
+//
+// A probe is lost after Timeout until an answer has measured the round
+// trip, then after four smoothed round trips (at least minTimeout, at most
+// maxTimeout): on most paths a loss is judged in a fraction of a second,
+// not seconds. An answer that comes after its probe was judged lost still
+// counts, so a timeout too short costs probes, never a wrong result.
 type Prober struct {
 	opts ProberOptions
 
@@ -33,12 +43,17 @@ type Prober struct {
 	due      time.Time
 	raiseAt  time.Time // when an idle prober searches again
 	result   int       // the last search's answer, 0: none
+	capped   bool      // a size above result was lost: result is the limit
+	sentAt   time.Time // when the first probe of size went, for the RTT
+	srtt     time.Duration
 }
 
 // ProberOptions are a Prober's sizes and times; zero picks defaults.
 type ProberOptions struct {
-	Min, Max      int           // plaintext sizes: the base every path must carry, the tunnel's MTU
-	Timeout       time.Duration // a probe unanswered this long is lost (default 1 s)
+	Min, Max int // plaintext sizes: the base every path must carry, the tunnel's MTU
+	// Timeout is how long a probe waits for its answer before any answer
+	// measured the round trip (default 400 ms).
+	Timeout       time.Duration
 	RaiseInterval time.Duration // from one search's end to the next (default 10 min)
 	// ConfirmInterval is how often an idle prober probes the size found
 	// (0: never).
@@ -58,12 +73,14 @@ const (
 const (
 	maxAttempts = 3 // RFC 8899's MAX_PROBES
 	step        = 16
+	minTimeout  = 50 * time.Millisecond
+	maxTimeout  = 2 * time.Second
 )
 
 // NewProber returns a prober whose first probe is due at now.
 func NewProber(o ProberOptions, now time.Time) *Prober {
 	if o.Timeout <= 0 {
-		o.Timeout = time.Second
+		o.Timeout = 400 * time.Millisecond
 	}
 	if o.RaiseInterval <= 0 {
 		o.RaiseInterval = 10 * time.Minute
@@ -77,8 +94,28 @@ func NewProber(o ProberOptions, now time.Time) *Prober {
 
 // Reset forgets what the path carried and starts a search at now.
 func (p *Prober) Reset(now time.Time) {
-	p.result = 0
+	p.result, p.capped = 0, false
 	p.start(now)
+}
+
+// SetMax changes the largest size searched (the tunnel's MTU). A result
+// that reaches the new top is a floor at the top; a floor below it starts
+// an upward search at now; a limit found stays.
+func (p *Prober) SetMax(m int, now time.Time) {
+	m = max(m, p.opts.Min)
+	if m == p.opts.Max {
+		return
+	}
+	p.opts.Max = m
+	switch {
+	case p.result >= m:
+		p.result, p.capped = m, false
+		p.idle(now)
+	case p.result == 0 || !p.capped:
+		p.start(now)
+	case p.Searching():
+		p.start(now) // the search's bounds were for the old top
+	}
 }
 
 func (p *Prober) start(now time.Time) {
@@ -89,6 +126,10 @@ func (p *Prober) start(now time.Time) {
 // Result is the largest plaintext the path was found to carry, 0 when no
 // search has answered yet (or the peer does not answer probes).
 func (p *Prober) Result() int { return p.result }
+
+// Capped reports whether Result is the path's limit (a larger probe was
+// lost), not only a floor.
+func (p *Prober) Capped() bool { return p.capped }
 
 // Searching reports whether a search is under way.
 func (p *Prober) Searching() bool { return p.phase != phaseIdle && p.phase != phaseConfirm }
@@ -116,8 +157,33 @@ func (p *Prober) Poll(now time.Time) int {
 		}
 	}
 	p.attempts++
-	p.due = now.Add(p.opts.Timeout)
+	if p.attempts == 1 {
+		p.sentAt = now
+	}
+	p.due = now.Add(p.timeout())
 	return p.size
+}
+
+// timeout is how long the probe just sent waits for its answer.
+func (p *Prober) timeout() time.Duration {
+	if p.srtt == 0 {
+		return p.opts.Timeout
+	}
+	return min(max(4*p.srtt, minTimeout), maxTimeout)
+}
+
+// sample takes the round trip of an answer to the size in flight, if it
+// answers its first probe (Karn: a resent probe's answer is ambiguous).
+func (p *Prober) sample(size int, now time.Time) {
+	if size != p.size || p.attempts != 1 || p.sentAt.IsZero() {
+		return
+	}
+	rtt := max(now.Sub(p.sentAt), time.Millisecond)
+	if p.srtt == 0 {
+		p.srtt = rtt
+	} else {
+		p.srtt = (7*p.srtt + rtt) / 8
+	}
 }
 
 // lost moves on after maxAttempts unanswered probes of p.size.
@@ -128,20 +194,28 @@ func (p *Prober) lost(now time.Time) {
 		if p.result >= p.opts.Max {
 			p.result = 0 // what carried Max before carries it no longer
 		}
+		if p.result > 0 {
+			// A floor known: the path's limit lies between it and Max.
+			p.lo, p.capped = p.result, true
+			p.bisect(now)
+			return
+		}
 		p.next(phaseBase, p.opts.Min)
 	case phaseBase:
 		// The peer answers no probes, or the path carries not even the
 		// base: nothing is learned, and the path is left to the kernel.
-		p.result = 0
+		p.result, p.capped = 0, false
 		p.idle(now)
 	case phaseSearch:
 		p.hi = p.size
+		p.capped = p.result > 0
 		p.bisect(now)
 	case phaseConfirm:
-		// The path no longer carries what it did: search again, and
-		// until then claim nothing.
-		p.result = 0
-		p.start(now)
+		// The path no longer carries what it did: search below it at
+		// once, and until then claim nothing.
+		p.lo, p.hi = 0, p.size
+		p.result, p.capped = 0, false
+		p.next(phaseBase, p.opts.Min)
 	}
 }
 
@@ -166,6 +240,7 @@ func (p *Prober) confirmLater(now time.Time) {
 // Acked records the answer to a probe of size (a late one counts too). It
 // returns true when the caller should Poll at once: the search moved on.
 func (p *Prober) Acked(size int, now time.Time) bool {
+	p.sample(size, now)
 	if p.phase == phaseConfirm && size == p.size {
 		p.phase, p.attempts = phaseIdle, 0
 		p.due = p.raiseAt
@@ -181,13 +256,15 @@ func (p *Prober) Acked(size int, now time.Time) bool {
 	}
 	switch {
 	case size >= p.opts.Max:
-		p.result = p.opts.Max
+		p.result, p.capped = p.opts.Max, false
 		p.idle(now)
 		return false
 	case p.phase == phaseIdle:
+		p.result = max(p.result, size) // a late answer: the path carried it
 		return false
 	}
 	p.result = max(p.result, size)
+	p.capped = p.hi != 0
 	if p.hi == 0 {
 		p.hi = p.opts.Max
 	}
@@ -204,7 +281,7 @@ func (p *Prober) bisect(now time.Time) {
 		return
 	}
 	if p.hi-p.lo <= step {
-		p.result = p.lo
+		p.result, p.capped = p.lo, true
 		p.idle(now)
 		return
 	}

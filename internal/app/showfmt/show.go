@@ -116,6 +116,13 @@ func showPeer(bw *bufio.Writer, ps *device.PeerStatus, now time.Time, opts ShowO
 	if opts.Counters && ps.PathMTU > 0 {
 		fmt.Fprintf(bw, "  path mtu: %d (%s)\n", ps.PathMTU, pathSource(ps.PathMTUSource))
 	}
+	switch {
+	case !opts.Counters:
+	case ps.PathProbesOn:
+		bw.WriteString("  path probes: on\n")
+	case ps.PathProbes != nil:
+		bw.WriteString("  path probes: off (set for this peer)\n")
+	}
 }
 
 // pathSource says how a peer's path MTU was learned.
@@ -125,6 +132,8 @@ func pathSource(s string) string {
 		return "from the kernel's route"
 	case "probe":
 		return "confirmed by probes"
+	case "tcp":
+		return "a floor: full-size TCP segments vanished"
 	}
 	return s
 }

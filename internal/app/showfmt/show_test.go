@@ -213,4 +213,37 @@ func TestShowPathMTU(t *testing.T) {
 			t.Fatalf("counters %v: path MTU line shown %v:\n%s", counters, got, b.String())
 		}
 	}
+	st.Peers[0].PathMTU, st.Peers[0].PathMTUSource = 1280, "tcp"
+	var b strings.Builder
+	if err := showfmt.FormatShow(&b, "wg0", st, showfmt.ShowOptions{Counters: true}); err != nil {
+		t.Fatal(err)
+	}
+	if line := "  path mtu: 1280 (a floor: full-size TCP segments vanished)\n"; !strings.Contains(b.String(), line) {
+		t.Fatalf("no %q in\n%s", line, b.String())
+	}
+}
+
+// TestShowPathProbes: fips-go's own form says which peers are probed, and
+// which are kept from probes by their own setting; a peer that follows an
+// off default shows nothing.
+func TestShowPathProbes(t *testing.T) {
+	off := false
+	st := device.Status{ListenPort: 51820, Peers: []device.PeerStatus{
+		{PublicKey: key(2), PathProbesOn: true},
+		{PublicKey: key(3), PathProbes: &off},
+		{PublicKey: key(4)},
+	}}
+	var b strings.Builder
+	if err := showfmt.FormatShow(&b, "wg0", st, showfmt.ShowOptions{Counters: true}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, line := range []string{"  path probes: on\n", "  path probes: off (set for this peer)\n"} {
+		if strings.Count(out, line) != 1 {
+			t.Fatalf("want one %q in\n%s", line, out)
+		}
+	}
+	if n := strings.Count(out, "path probes"); n != 2 {
+		t.Fatalf("%d probe lines, want 2:\n%s", n, out)
+	}
 }
