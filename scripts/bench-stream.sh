@@ -10,7 +10,9 @@
 # medians over the rounds, each round's figures, the inner TCP's
 # retransmitted segments (iperf3's sender, per 1,000 sent) and the peak
 # RSS of each side's fips-go worker (the privilege-separated daemon's
-# monitor beside it adds a constant 11 MiB or so).
+# monitor beside it adds a constant 11 MiB or so) and the frames each
+# side's stream dropped for a full send queue (stream_tx_queue_drops),
+# both from the last round.
 #
 # Then the switch-back time: A's peer set to auto with UDP blocked at R
 # falls back to the stream; R then passes UDP again, and the time until A
@@ -111,16 +113,19 @@ print("%.0f %.1f" % (d["sum_received"]["bits_per_second"] / 1e6, 1000 * e.get("r
 EOF
 }
 
+# counter ns iface name: one of fips-go's counters (0 when not shown).
+counter() { ip netns exec "$1" bin/fips-go show "$2" | awk -v k="$3:" '$1 == k {v = $2} END {print v + 0}'; }
+
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END{print (NR ? a[int((NR+1)/2)] : "-")}'; }
 
 echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, AVX-512 IFMA: $(grep -q avx512ifma /proc/cpuinfo && echo yes || echo no); $secs s x $runs rounds"
-echo "| transport | path | A->B Mbit/s | B->A Mbit/s | runs A->B | runs B->A | retrans/1000 A->B | B->A | worker RSS A / B MiB |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| transport | path | A->B Mbit/s | B->A Mbit/s | runs A->B | runs B->A | retrans/1000 A->B | B->A | worker RSS A / B MiB | queue drops A / B |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for t in udp tcp tls; do
   has $t || continue
   for loss in 0 1; do
     path=clean; [ $loss = 1 ] && path="1% loss"
-    ab=""; ba=""; rab=""; rba=""; rss="-"; ok=1
+    ab=""; ba=""; rab=""; rba=""; rss="-"; qd="-"; ok=1
     for _ in $(seq "$runs"); do
       # A fresh lab each round: the RSS is this case's, and a round does
       # not start on what the last one left in the queues.
@@ -131,14 +136,15 @@ for t in udp tcp tls; do
       set -- $(iperf $NA $NB 10.78.0.2); ab="$ab $1"; rab="$rab $2"
       set -- $(iperf $NB $NA 10.78.0.1); ba="$ba $1"; rba="$rba $2"
       rss="$(hwm_mib $NA) / $(hwm_mib $NB)"
+      qd="$(counter $NA $IA stream_tx_queue_drops) / $(counter $NB $IB stream_tx_queue_drops)"
     done
     case $ok in
-      0) printf '| %s | %s | pending | pending | | | | | |\n' $t "$path"; continue ;;
-      2) printf '| %s | %s | no tunnel | no tunnel | | | | | |\n' $t "$path"; continue ;;
+      0) printf '| %s | %s | pending | pending | | | | | | |\n' $t "$path"; continue ;;
+      2) printf '| %s | %s | no tunnel | no tunnel | | | | | | |\n' $t "$path"; continue ;;
     esac
-    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' $t "$path" \
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' $t "$path" \
       "$(echo $ab | median)" "$(echo $ba | median)" "${ab# }" "${ba# }" \
-      "$(echo $rab | median)" "$(echo $rba | median)" "$rss"
+      "$(echo $rab | median)" "$(echo $rba | median)" "$rss" "$qd"
   done
 done
 
