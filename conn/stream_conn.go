@@ -134,7 +134,7 @@ func (c *streamConn) shut() {
 		c.dead = true
 		nc := c.nc
 		lost := c.qn
-		c.q, c.qn = nil, 0
+		c.q, c.qn, c.spare = nil, 0, nil
 		c.qmu.Unlock()
 		c.s.ctr.txNoConn.Add(uint64(lost))
 		close(c.closed)
@@ -185,7 +185,9 @@ func (c *streamConn) writeLoop() {
 		nc.SetWriteDeadline(time.Now().Add(c.s.opts.writeTimeout))
 		_, err := nc.Write(buf)
 		c.qmu.Lock()
-		c.spare = buf[:0]
+		if err == nil && !c.dead { // a closed connection (a marker) holds no buffer
+			c.spare = buf[:0]
+		}
 		c.qmu.Unlock()
 		if err != nil {
 			var reason *atomic.Uint64
