@@ -1,6 +1,9 @@
 package conn
 
-import "time"
+import (
+	"crypto/tls"
+	"time"
+)
 
 // Hooks for the external tests (package conn_test) into sizing that is not
 // part of the API.
@@ -26,3 +29,12 @@ func TunedStream(t StreamTuning) StreamOptions {
 
 // OpenConns is how many connections s holds or dials.
 func (s *Stream) OpenConns() int { return s.openConns() }
+
+// SelfSignedCertificate is the certificate a Stream makes for itself.
+var SelfSignedCertificate = selfSigned
+
+// WithTLSCertificate returns o serving cert to TLS clients.
+func WithTLSCertificate(o StreamOptions, cert *tls.Certificate) StreamOptions {
+	o.tlsCert = cert
+	return o
+}

@@ -150,7 +150,7 @@ func (r *streamRx) fill(bufs [][]byte, sizes []int, eps []Endpoint, ctr *streamC
 type streamCounters struct {
 	connsAccepted, connsDialed, connsClosed, connsRejected atomic.Uint64
 	dialFailures, badFrames, unprovenTimeouts              atomic.Uint64
-	unprovenExcess, writeTimeouts                          atomic.Uint64
+	unprovenExcess, writeTimeouts, tlsAccepted             atomic.Uint64
 	rxFrames, rxBytes, rxOversize                          atomic.Uint64
 	txFrames, txBytes, txWrites, txQueueDrops              atomic.Uint64
 	txBad, txNoConn                                        atomic.Uint64
@@ -175,6 +175,7 @@ type StreamStats struct {
 	ConnsDialed   uint64 // connections dialed and established
 	ConnsClosed   uint64 // connections closed, for any reason
 	ConnsRejected uint64 // accepts (or dials) refused for a cap
+	TLSAccepted   uint64 // accepted connections that were TLS
 	DialFailures  uint64
 	// BadFrames counts connections closed for a zero-length frame or a
 	// stream that ended inside a frame.
@@ -203,6 +204,7 @@ func (s *Stream) Stats() StreamStats {
 	return StreamStats{
 		ConnsAccepted: c.connsAccepted.Load(), ConnsDialed: c.connsDialed.Load(),
 		ConnsClosed: c.connsClosed.Load(), ConnsRejected: c.connsRejected.Load(),
+		TLSAccepted:  c.tlsAccepted.Load(),
 		DialFailures: c.dialFailures.Load(), BadFrames: c.badFrames.Load(),
 		UnprovenTimeouts: c.unprovenTimeouts.Load(), UnprovenExcess: c.unprovenExcess.Load(),
 		WriteTimeouts: c.writeTimeouts.Load(),

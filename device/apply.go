@@ -28,8 +28,13 @@ func validate(cfg *Config) error {
 		if pc.PublicKey.IsZero() {
 			return fmt.Errorf("%w: peer %d has an all-zero public key", ErrInvalidConfig, i)
 		}
-		if pc.Transport != nil && *pc.Transport > conn.TransportAuto {
+		if pc.Transport != nil && *pc.Transport > conn.TransportTLS {
 			return fmt.Errorf("%w: peer %s: unknown transport %v", ErrInvalidConfig, pc.PublicKey, *pc.Transport)
+		}
+		if pc.TLSServerName != nil {
+			if err := validServerName(*pc.TLSServerName); err != nil {
+				return fmt.Errorf("%w: peer %s: %w", ErrInvalidConfig, pc.PublicKey, err)
+			}
 		}
 		if pc.ProtocolVersion != nil && *pc.ProtocolVersion != 1 {
 			return fmt.Errorf("%w: peer %s: protocol_version %d is not supported (only 1)", ErrInvalidConfig, pc.PublicKey, *pc.ProtocolVersion)
@@ -211,6 +216,9 @@ func (d *Device) applyPeerLocked(pc *PeerConfig, now time.Time) {
 	if pc.Endpoint != nil {
 		p.setEndpoint(conn.Endpoint{Dst: netip.AddrPortFrom(pc.Endpoint.Addr().Unmap(), pc.Endpoint.Port()), Transport: endpointTransport(p.transport)})
 	}
+	if pc.TLSServerName != nil || pc.Endpoint != nil {
+		p.fileServerNameLocked(pc.TLSServerName)
+	}
 	p.mu.Lock()
 	if pc.PresharedKey != nil {
 		p.hs.SetPresharedKey(*pc.PresharedKey)
@@ -254,6 +262,7 @@ func (d *Device) removePeerLocked(p *Peer) {
 	// removed first: deliver checks it under aipMu, so no batch of p can
 	// find p's routes gone without also finding p removed.
 	p.removed.Store(true)
+	p.fileServerNameLocked(new(string))
 	p.forgetEndpoint()
 	d.aipMu.Lock()
 	d.aip.RemoveAll(p)
@@ -317,6 +326,7 @@ func (p *Peer) status(aips []netip.Prefix) PeerStatus {
 	p.mu.Lock()
 	ps.PresharedKey = p.hs.PresharedKey()
 	ps.LastHandshake = p.lastHSAt
+	ps.TLSServerName = p.sni
 	ps.PersistentKeepalive = p.keepalive
 	p.mu.Unlock()
 	return ps

@@ -41,8 +41,11 @@ type PeerConfig struct {
 	// ProtocolVersion, when set, must be 1.
 	ProtocolVersion *int
 	// Transport, when set, is how datagrams to the configured endpoint
-	// travel: UDP, or a TCP stream the device dials.
+	// travel: UDP, or a TCP or TLS stream the device dials, or auto.
 	Transport *conn.Transport
+	// TLSServerName, when set, is the server name (SNI) a TLS stream to
+	// the peer sends; "" sends none (the default).
+	TLSServerName *string
 }
 
 // AllowedIPChange adds a prefix to a peer, or with Remove takes that one
@@ -87,6 +90,8 @@ type PeerStatus struct {
 	PathMTUSource string
 	// Transport is the transport of the peer's current endpoint.
 	Transport conn.Transport
+	// TLSServerName is the configured SNI ("" when none).
+	TLSServerName string
 }
 
 // Counter is one named cumulative counter.

@@ -1,6 +1,7 @@
 package device
 
 import (
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,10 @@ type Peer struct {
 	// d.cfgMu (stream.go).
 	transport conn.Transport
 	fb        fallback // TransportAuto's choice (fallback.go)
+	// sni is the TLS server name (guarded by mu), filed with the Stream
+	// under sniDst (guarded by d.cfgMu; stream.go).
+	sni    string
+	sniDst netip.AddrPort
 
 	epMu    sync.RWMutex // guards ep
 	ep      conn.Endpoint

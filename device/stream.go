@@ -2,6 +2,8 @@ package device
 
 import (
 	"fmt"
+	"net/netip"
+	"strings"
 
 	"github.com/fips-go/fips-go/conn"
 )
@@ -87,6 +89,47 @@ func (p *Peer) setPeerTransportLocked(t conn.Transport) {
 	}
 }
 
+// fileServerNameLocked tells the Stream the TLS server name for the
+// peer's endpoint (sni, when set, replaces the peer's); cfgMu is held.
+func (p *Peer) fileServerNameLocked(sni *string) {
+	p.mu.Lock()
+	if sni != nil {
+		p.sni = *sni
+	}
+	name := p.sni
+	p.mu.Unlock()
+	if p.sniDst.IsValid() {
+		p.d.stream.SetServerName(p.sniDst, "")
+		p.sniDst = netip.AddrPort{}
+	}
+	if ep, ok := p.endpoint(); ok && name != "" && !p.removed.Load() {
+		p.d.stream.SetServerName(ep.Dst, name)
+		p.sniDst = ep.Dst
+	}
+}
+
+// validServerName accepts "" or a DNS name as TLS sends it in SNI: not
+// an address, at most 253 bytes, labels of letters, digits and hyphens.
+func validServerName(s string) error {
+	if s == "" {
+		return nil
+	}
+	if _, err := netip.ParseAddr(s); err == nil || len(s) > 253 {
+		return fmt.Errorf("TLS server name %.64q is not a host name", s)
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return fmt.Errorf("TLS server name %.64q is not a host name", s)
+		}
+		for _, c := range []byte(label) {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return fmt.Errorf("TLS server name %.64q is not a host name", s)
+			}
+		}
+	}
+	return nil
+}
+
 func (d *Device) streamCounters() []Counter {
 	s := d.stream.Stats()
 	return []Counter{
@@ -94,6 +137,7 @@ func (d *Device) streamCounters() []Counter {
 		{"stream_conns_dialed", s.ConnsDialed},
 		{"stream_conns_closed", s.ConnsClosed},
 		{"stream_conns_rejected", s.ConnsRejected},
+		{"stream_tls_accepted", s.TLSAccepted},
 		{"stream_dial_failures", s.DialFailures},
 		{"stream_bad_frames", s.BadFrames},
 		{"stream_unproven_timeouts", s.UnprovenTimeouts},

@@ -15,10 +15,16 @@ import (
 //
 //	UAPI               config file          fips-go set
 //	fips_tcp_listen=   TCPListen =          tcp-listen      [Interface]: off, on (the UDP port) or a TCP port
-//	fips_transport=    Transport =          transport       [Peer]: udp or tcp
+//	fips_transport=    Transport =          transport       [Peer]: udp, tcp, tls or auto
+//	fips_tls_sni=      TLSServerName =      tls-server-name [Peer]: the SNI of a TLS stream ("" none)
+//
+// In a config file, a peer whose Endpoint names a host and whose transport
+// is tls or auto sends that host as its SNI unless TLSServerName says
+// otherwise.
 const (
 	uapiTCPListen = "fips_tcp_listen"
 	uapiTransport = "fips_transport"
+	uapiTLSSNI    = "fips_tls_sni"
 )
 
 // parseStreamListen reads "off", "on" (the UDP listen port) or a port.
@@ -62,6 +68,16 @@ func appendStreamListen(b []byte, sl device.StreamListen) []byte {
 	}
 	b = append(b, uapiTCPListen+"="...)
 	b = append(b, formatStreamListen(sl)...)
+	return append(b, '\n')
+}
+
+// appendServerName appends a peer's SNI line, when it has one.
+func appendServerName(b []byte, name string) []byte {
+	if name == "" {
+		return b
+	}
+	b = append(b, uapiTLSSNI+"="...)
+	b = append(b, name...)
 	return append(b, '\n')
 }
 

@@ -102,3 +102,45 @@ func TestStreamKeysSetArgs(t *testing.T) {
 		t.Fatal("a peer argument before any peer was accepted")
 	}
 }
+
+// The TLS keys: fips_tls_sni round-trips through set and get, and a config
+// file whose Endpoint names a host sends that host as SNI by default.
+func TestTLSKeys(t *testing.T) {
+	pub := strings.Repeat("02", 32)
+	cfg, err := ParseSet(strings.NewReader("public_key="+pub+
+		"\nfips_transport=tls\nfips_tls_sni=www.example.com\nendpoint=192.0.2.1:443\n\n"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := cfg.Peers[0]
+	if pc.Transport == nil || *pc.Transport != conn.TransportTLS || pc.TLSServerName == nil || *pc.TLSServerName != "www.example.com" {
+		t.Fatalf("peer %+v", pc)
+	}
+	var b bytes.Buffer
+	if err := WriteSet(&b, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if back, err := ParseSet(&b, 0); err != nil || !reflect.DeepEqual(back, cfg) {
+		t.Fatalf("WriteSet round trip: %v\n%+v\n%+v", err, back, cfg)
+	}
+	ps := device.PeerStatus{Endpoint: netip.MustParseAddrPort("192.0.2.1:443"), ProtocolVersion: 1,
+		Transport: conn.TransportTLS, TLSServerName: "www.example.com"}
+	var out bytes.Buffer
+	WriteGet(&out, device.Status{ListenPort: 1, Peers: []device.PeerStatus{ps}})
+	for _, line := range []string{"fips_transport=tls\n", "fips_tls_sni=www.example.com\n"} {
+		if !strings.Contains(out.String(), line) {
+			t.Fatalf("no %q in\n%s", line, out.String())
+		}
+	}
+
+	resolve := func(host string) ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("192.0.2.7")}, nil }
+	file := "[Interface]\nPrivateKey = " + strings.Repeat("A", 43) + "=\n[Peer]\nPublicKey = " + strings.Repeat("A", 42) + "g=\n" +
+		"Endpoint = vpn.example.org:443\nTransport = tls\n"
+	fc, _, err := ParseConfigFile(strings.NewReader(file), "t.conf", resolve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := fc.Peers[0].TLSServerName; n == nil || *n != "vpn.example.org" {
+		t.Fatalf("default SNI %v", n)
+	}
+}

@@ -85,6 +85,7 @@ func appendPeerStatus(b []byte, ps *device.PeerStatus) []byte {
 		b = append(b, '\n')
 		b = appendTransport(b, ps.Transport)
 	}
+	b = appendServerName(b, ps.TLSServerName)
 	var sec, nsec int64
 	if !ps.LastHandshake.IsZero() {
 		sec, nsec = ps.LastHandshake.Unix(), int64(ps.LastHandshake.Nanosecond())
@@ -286,6 +287,8 @@ func (g *getParser) peerKV(ps *device.PeerStatus, hs *[2]int64, k, v []byte) err
 		if t, err = parseTransport(string(v)); err == nil {
 			ps.Transport = *t
 		}
+	case uapiTLSSNI:
+		ps.TLSServerName = string(v)
 	case "last_handshake_time_sec":
 		n, err = parseDecimal(v, 63)
 		hs[0] = int64(n)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/netip"
 	"strconv"
+	"strings"
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
@@ -236,6 +237,9 @@ func (p *setParser) peerLine(pc *device.PeerConfig, k, v []byte) *Error {
 		}
 	case uapiTransport:
 		pc.Transport, err = parseTransport(string(v))
+	case uapiTLSSNI:
+		name := string(v)
+		pc.TLSServerName = &name
 	default:
 		return errorf(ErrnoInvalid, "%q is not a peer key", truncate(k))
 	}
@@ -417,6 +421,11 @@ func appendPeerConfig(b []byte, pc *device.PeerConfig) []byte {
 		b = append(b, pc.Transport.String()...)
 		b = append(b, '\n')
 	}
+	if pc.TLSServerName != nil {
+		b = append(b, uapiTLSSNI+"="...)
+		b = append(b, *pc.TLSServerName...)
+		b = append(b, '\n')
+	}
 	if pc.Endpoint != nil {
 		b = append(b, "endpoint="...)
 		b = pc.Endpoint.AppendTo(b)
@@ -450,8 +459,11 @@ func validateConfig(cfg *device.Config) error {
 		if pc.ProtocolVersion != nil && *pc.ProtocolVersion != 1 {
 			return fmt.Errorf("uapi: peer %d: protocol version %d (only 1 exists)", i, *pc.ProtocolVersion)
 		}
-		if pc.Transport != nil && *pc.Transport > conn.TransportAuto {
+		if pc.Transport != nil && *pc.Transport > conn.TransportTLS {
 			return fmt.Errorf("uapi: peer %d: unknown transport %v", i, *pc.Transport)
+		}
+		if pc.TLSServerName != nil && strings.ContainsAny(*pc.TLSServerName, "\n=") {
+			return fmt.Errorf("uapi: peer %d: TLS server name %.64q is not a host name", i, *pc.TLSServerName)
 		}
 		if pc.Endpoint != nil {
 			if !pc.Endpoint.IsValid() {

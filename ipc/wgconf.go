@@ -91,7 +91,23 @@ func parseConfig(r io.Reader, name string, resolve Resolver, appendMode bool) (*
 	if err != nil {
 		return nil, nil, err
 	}
+	p.defaultServerNames()
 	return &p.cfg, p.endpointNames(), nil
+}
+
+// defaultServerNames gives a peer that may use TLS and whose Endpoint
+// names a host that host as its SNI, unless the file set one.
+func (p *confParser) defaultServerNames() {
+	for i, n := range p.names {
+		pc := &p.cfg.Peers[i]
+		if n == "" || pc.TLSServerName != nil || pc.Transport == nil ||
+			(*pc.Transport != conn.TransportTLS && *pc.Transport != conn.TransportAuto) {
+			continue
+		}
+		if host, _, err := net.SplitHostPort(n); err == nil {
+			pc.TLSServerName = &host
+		}
+	}
 }
 
 func (p *confParser) endpointNames() map[noise.PublicKey]string {
@@ -280,6 +296,8 @@ func (p *confParser) peerKey(key, value string) error {
 			return fmt.Errorf("Transport: %w", err)
 		}
 		pc.Transport = t
+	case "tlsservername":
+		pc.TLSServerName = &value
 	default:
 		return fmt.Errorf("unknown [Peer] key %q", shorten(key))
 	}
@@ -426,6 +444,9 @@ func FormatConfig(st device.Status) string {
 			if ps.Transport != conn.TransportUDP {
 				fmt.Fprintf(&b, "Transport = %s\n", ps.Transport)
 			}
+		}
+		if ps.TLSServerName != "" {
+			fmt.Fprintf(&b, "TLSServerName = %s\n", ps.TLSServerName)
 		}
 		if ps.PersistentKeepalive != 0 {
 			b.WriteString("PersistentKeepalive = " + strconv.Itoa(int(ps.PersistentKeepalive)) + "\n")

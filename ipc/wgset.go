@@ -14,7 +14,8 @@ import (
 //	[listen-port P] [fwmark M|off] [private-key FILE]
 //	[jc N] [jmin N] [jmax N] [s1 N] .. [s4 N] [h1 N[-M]] .. [h4 N[-M]] [i1 TAGS] .. [i5 TAGS]
 //	[tcp-listen off|on|PORT]
-//	[peer KEY [remove] [preshared-key FILE] [endpoint HOST:PORT] [transport udp|tcp|auto]
+//	[peer KEY [remove] [preshared-key FILE] [endpoint HOST:PORT] [transport udp|tcp|tls|auto]
+//	          [tls-server-name NAME]
 //	          [persistent-keepalive N|off] [allowed-ips A/B[,C/D]...]]...
 //
 // Keys given as FILE are read with readFile; an empty file removes the key.
@@ -73,7 +74,7 @@ func setArgAllowed(arg string, inPeer bool) bool {
 		return !inPeer
 	case "jc", "jmin", "jmax", "s1", "s2", "s3", "s4", "h1", "h2", "h3", "h4", "i1", "i2", "i3", "i4", "i5", "tcp-listen":
 		return !inPeer
-	case "preshared-key", "endpoint", "persistent-keepalive", "allowed-ips", "transport":
+	case "preshared-key", "endpoint", "persistent-keepalive", "allowed-ips", "transport", "tls-server-name":
 		return inPeer
 	}
 	return false
@@ -139,6 +140,8 @@ func setPeerArg(pc *device.PeerConfig, arg, v string, resolve Resolver, readFile
 			return err
 		}
 		pc.Transport = t
+	case "tls-server-name":
+		pc.TLSServerName = &v
 	case "allowed-ips":
 		// Like wg, a second allowed-ips for the same peer adds to the first.
 		return applyAllowedIPs(pc, removeSpace(v))
