@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -53,6 +54,7 @@ type Stream struct {
 	conns    map[connKey]*streamConn
 	unproven int                       // accepted connections not yet proven
 	names    map[netip.AddrPort]string // TLS server names (SetServerName)
+	proxy    *url.URL                  // HTTP CONNECT proxy (SetProxy), nil: none
 
 	tlsOnce sync.Once // makes tlsSrv (serverTLS)
 	tlsSrv  *tls.Config
@@ -308,7 +310,8 @@ func (s *Stream) connFor(dst netip.AddrPort, t Transport) (*streamConn, error) {
 	c := newStreamConn(s, k, nil)
 	s.conns[k] = c
 	s.wg.Add(1)
-	go c.dial(s.mark, s.names[k.dst])
+	c.viaProxy = s.proxy != nil
+	go c.dial(s.mark, s.names[k.dst], s.proxy)
 	return c, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,7 @@ type streamConn struct {
 	counted    bool      // counted in s.unproven
 	failedAt   time.Time // closed: kept as a marker (see Stream.forget)
 	inbound    bool      // accepted, not dialed
+	viaProxy   bool      // dialed through an HTTP proxy
 	proveTimer *time.Timer
 
 	qmu   sync.Mutex // guards q, spare, nc, raw, dead
@@ -94,7 +96,7 @@ func (c *streamConn) enqueue(bufs [][]byte) {
 
 // dial connects a client-side connection (TLS when its transport says so,
 // naming serverName), then serves it.
-func (c *streamConn) dial(mark uint32, serverName string) {
+func (c *streamConn) dial(mark uint32, serverName string, proxy *url.URL) {
 	defer c.s.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), c.s.opts.dialTimeout)
 	go func() {
@@ -104,7 +106,7 @@ func (c *streamConn) dial(mark uint32, serverName string) {
 		}
 		cancel()
 	}()
-	raw, err := c.s.opts.dial(ctx, c.ep.Dst, mark)
+	raw, err := c.s.dialVia(ctx, proxy, c.ep.Dst, mark)
 	nc := raw
 	if err == nil && c.ep.Transport == TransportTLS {
 		nc, err = clientTLS(ctx, raw, serverName)

@@ -23,6 +23,11 @@ func validate(cfg *Config) error {
 	if err := validateObfuscation(cfg.Obfuscation); err != nil {
 		return err
 	}
+	if cfg.Proxy != nil && *cfg.Proxy != "" {
+		if _, err := conn.ParseProxy(*cfg.Proxy); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+	}
 	for i := range cfg.Peers {
 		pc := &cfg.Peers[i]
 		if pc.PublicKey.IsZero() {
@@ -96,6 +101,9 @@ func (d *Device) Apply(cfg *Config) (err error) {
 	}
 	if cfg.PrivateKey != nil {
 		d.setPrivateKeyLocked(*cfg.PrivateKey)
+	}
+	if cfg.Proxy != nil {
+		d.setProxyLocked(*cfg.Proxy)
 	}
 	if cfg.Obfuscation != nil {
 		d.setObfuscation(cfg.Obfuscation)
@@ -278,7 +286,7 @@ func (d *Device) removePeerLocked(p *Peer) {
 // Status is a snapshot of the configuration and counters.
 func (d *Device) Status() Status {
 	d.cfgMu.Lock()
-	st := Status{ListenPort: d.listenPort, FwMark: d.fwmark, StreamListen: d.streamListen}
+	st := Status{ListenPort: d.listenPort, FwMark: d.fwmark, StreamListen: d.streamListen, Proxy: d.proxy}
 	d.cfgMu.Unlock()
 	st.StreamPort = d.stream.Port()
 	if s := d.static.Load(); s != nil {

@@ -23,6 +23,9 @@ type Config struct {
 	// StreamListen, when set, turns the TCP listener for peers' streams
 	// on or off.
 	StreamListen *StreamListen
+	// Proxy, when set, is the HTTP CONNECT proxy streams are dialed
+	// through, http://[user:password@]host[:port] ("": none).
+	Proxy *string
 }
 
 // PeerConfig changes one peer, identified by its public key.
@@ -67,7 +70,9 @@ type Status struct {
 	// TCP port it listens on (0: none).
 	StreamListen StreamListen
 	StreamPort   uint16
-	Peers        []PeerStatus
+	// Proxy is the HTTP proxy streams are dialed through ("": none).
+	Proxy string
+	Peers []PeerStatus
 	// Counters are fips-go's own counters (drops by reason, handshakes,
 	// offload fallbacks), in a stable order, name then value.
 	Counters []Counter

@@ -73,6 +73,7 @@ type Device struct {
 	// streamListen is its configuration, guarded by cfgMu.
 	stream       *conn.Stream
 	streamListen StreamListen
+	proxy        string // the HTTP proxy as configured, "" none (stream.go)
 
 	static  atomic.Pointer[noise.Static] // nil: no private key
 	checker atomic.Pointer[noise.CookieChecker]

@@ -3,6 +3,7 @@ package device
 import (
 	"fmt"
 	"net/netip"
+	"net/url"
 	"strings"
 
 	"github.com/fips-go/fips-go/conn"
@@ -63,6 +64,17 @@ func (d *Device) setStreamListenLocked(sl StreamListen) error {
 	}
 	d.streamListen = sl
 	return nil
+}
+
+// setProxyLocked makes streams dialed from now on go through the HTTP
+// proxy p ("": directly); validate has parsed it. cfgMu is held.
+func (d *Device) setProxyLocked(p string) {
+	var u *url.URL
+	if p != "" {
+		u, _ = conn.ParseProxy(p)
+	}
+	d.stream.SetProxy(u)
+	d.proxy = p
 }
 
 // followListenPortLocked moves a stream listener that follows the UDP

@@ -17,6 +17,7 @@ import (
 //	fips_tcp_listen=   TCPListen =          tcp-listen      [Interface]: off, on (the UDP port) or a TCP port
 //	fips_transport=    Transport =          transport       [Peer]: udp, tcp, tls or auto
 //	fips_tls_sni=      TLSServerName =      tls-server-name [Peer]: the SNI of a TLS stream ("" none)
+//	fips_proxy=        Proxy =              proxy           [Interface]: http://[user:pass@]host[:port] ("" none)
 //
 // In a config file, a peer whose Endpoint names a host and whose transport
 // is tls or auto sends that host as its SNI unless TLSServerName says
@@ -25,7 +26,28 @@ const (
 	uapiTCPListen = "fips_tcp_listen"
 	uapiTransport = "fips_transport"
 	uapiTLSSNI    = "fips_tls_sni"
+	uapiProxy     = "fips_proxy"
 )
+
+// parseProxy checks an HTTP proxy URL ("" is none).
+func parseProxy(v string) (*string, error) {
+	if v != "" {
+		if _, err := conn.ParseProxy(v); err != nil {
+			return nil, err
+		}
+	}
+	return &v, nil
+}
+
+// appendProxy appends the proxy line of a get reply, when one is set.
+func appendProxy(b []byte, p string) []byte {
+	if p == "" {
+		return b
+	}
+	b = append(b, uapiProxy+"="...)
+	b = append(b, p...)
+	return append(b, '\n')
+}
 
 // parseStreamListen reads "off", "on" (the UDP listen port) or a port.
 func parseStreamListen(v string) (device.StreamListen, error) {

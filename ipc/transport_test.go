@@ -144,3 +144,41 @@ func TestTLSKeys(t *testing.T) {
 		t.Fatalf("default SNI %v", n)
 	}
 }
+
+// fips_proxy: parsed strictly, written back, shown in get replies; the
+// config file's Proxy key and fips-go set's proxy say the same.
+func TestProxyKey(t *testing.T) {
+	cfg, err := ParseSet(strings.NewReader("fips_proxy=http://u:p@proxy.example:3128\n\n"), 0)
+	if err != nil || cfg.Proxy == nil || *cfg.Proxy != "http://u:p@proxy.example:3128" {
+		t.Fatalf("%v %+v", err, cfg)
+	}
+	var b bytes.Buffer
+	if err := WriteSet(&b, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if back, err := ParseSet(&b, 0); err != nil || !reflect.DeepEqual(back, cfg) {
+		t.Fatalf("WriteSet round trip: %v\n%+v", err, back)
+	}
+	for _, bad := range []string{"fips_proxy=socks5://p:1", "fips_proxy=proxy:3128", "fips_proxy=http://p:0"} {
+		if _, err := ParseSet(strings.NewReader(bad+"\n\n"), 0); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if cfg, err := ParseSet(strings.NewReader("fips_proxy=\n\n"), 0); err != nil || cfg.Proxy == nil || *cfg.Proxy != "" {
+		t.Fatalf("clearing: %v %+v", err, cfg)
+	}
+	var out bytes.Buffer
+	WriteGet(&out, device.Status{ListenPort: 1, Proxy: "http://proxy.example:3128"})
+	if !strings.Contains(out.String(), "fips_proxy=http://proxy.example:3128\n") {
+		t.Fatalf("get reply:\n%s", out.String())
+	}
+	set, err := ParseSetArgs([]string{"proxy", "http://10.0.0.1:8080"}, nil, nil)
+	if err != nil || set.Proxy == nil || *set.Proxy != "http://10.0.0.1:8080" {
+		t.Fatalf("set args: %v %+v", err, set)
+	}
+	file := "[Interface]\nPrivateKey = " + strings.Repeat("A", 43) + "=\nProxy = http://10.0.0.1:8080\n"
+	fc, _, err := ParseConfigFile(strings.NewReader(file), "t.conf", nil)
+	if err != nil || fc.Proxy == nil || *fc.Proxy != "http://10.0.0.1:8080" {
+		t.Fatalf("config file: %v %+v", err, fc)
+	}
+}

@@ -58,6 +58,7 @@ func WriteGet(w io.Writer, st device.Status) error {
 	}
 	b = appendObfs(b, st.Obfuscation, false)
 	b = appendStreamListen(b, st.StreamListen)
+	b = appendProxy(b, st.Proxy)
 	for i := range st.Peers {
 		b = appendPeerStatus(b, &st.Peers[i])
 		if len(b) >= flushAt {
@@ -262,6 +263,8 @@ func (g *getParser) deviceKV(k, v []byte) error {
 		sl, err := parseStreamListen(string(v))
 		g.st.StreamListen = sl
 		return err
+	case uapiProxy:
+		g.st.Proxy = string(v)
 	default:
 		if isObfsKey(string(k)) {
 			o := &g.st.Obfuscation

@@ -178,6 +178,12 @@ func (p *setParser) deviceLine(k, v []byte) *Error {
 			return wrapError(ErrnoInvalid, err, uapiTCPListen)
 		}
 		p.cfg.StreamListen = &sl
+	case uapiProxy:
+		px, err := parseProxy(string(v))
+		if err != nil {
+			return wrapError(ErrnoInvalid, err, uapiProxy)
+		}
+		p.cfg.Proxy = px
 	default:
 		if isObfsKey(string(k)) {
 			if err := setObfsKey(&p.cfg.Obfuscation, string(k), string(v)); err != nil {
@@ -383,6 +389,14 @@ func WriteSet(w io.Writer, cfg *device.Config) error {
 	if cfg.StreamListen != nil {
 		b = append(b, uapiTCPListen+"="...)
 		b = append(b, formatStreamListen(*cfg.StreamListen)...)
+		b = append(b, '\n')
+	}
+	if cfg.Proxy != nil {
+		if _, err := parseProxy(*cfg.Proxy); err != nil {
+			return err
+		}
+		b = append(b, uapiProxy+"="...)
+		b = append(b, *cfg.Proxy...)
 		b = append(b, '\n')
 	}
 	if cfg.ReplacePeers {

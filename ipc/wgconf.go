@@ -234,6 +234,13 @@ func (p *confParser) interfaceKey(key, value string) error {
 			return fmt.Errorf("TCPListen: %w", err)
 		}
 		p.cfg.StreamListen = &sl
+	case "proxy":
+		px, err := parseProxy(value)
+		if err != nil {
+			//lint:ignore ST1005 the prefix is the config key, spelled as in wg.conf, like its neighbours
+			return fmt.Errorf("Proxy: %w", err)
+		}
+		p.cfg.Proxy = px
 	default:
 		if k := strings.ToLower(key); isObfsKey(k) {
 			if err := setObfsKey(&p.cfg.Obfuscation, k, value); err != nil {
@@ -419,6 +426,9 @@ func FormatConfig(st device.Status) string {
 	formatObfs(&b, st.Obfuscation)
 	if st.StreamListen.On {
 		fmt.Fprintf(&b, "TCPListen = %s\n", formatStreamListen(st.StreamListen))
+	}
+	if st.Proxy != "" {
+		fmt.Fprintf(&b, "Proxy = %s\n", st.Proxy)
 	}
 	if !st.PrivateKey.IsZero() {
 		fmt.Fprintf(&b, "PrivateKey = %s\n", st.PrivateKey.Base64())

@@ -13,7 +13,7 @@ import (
 //
 //	[listen-port P] [fwmark M|off] [private-key FILE]
 //	[jc N] [jmin N] [jmax N] [s1 N] .. [s4 N] [h1 N[-M]] .. [h4 N[-M]] [i1 TAGS] .. [i5 TAGS]
-//	[tcp-listen off|on|PORT]
+//	[tcp-listen off|on|PORT] [proxy http://[user:pass@]host[:port]|""]
 //	[peer KEY [remove] [preshared-key FILE] [endpoint HOST:PORT] [transport udp|tcp|tls|auto]
 //	          [tls-server-name NAME]
 //	          [persistent-keepalive N|off] [allowed-ips A/B[,C/D]...]]...
@@ -72,7 +72,7 @@ func setArgAllowed(arg string, inPeer bool) bool {
 		return true
 	case "listen-port", "fwmark", "private-key":
 		return !inPeer
-	case "jc", "jmin", "jmax", "s1", "s2", "s3", "s4", "h1", "h2", "h3", "h4", "i1", "i2", "i3", "i4", "i5", "tcp-listen":
+	case "jc", "jmin", "jmax", "s1", "s2", "s3", "s4", "h1", "h2", "h3", "h4", "i1", "i2", "i3", "i4", "i5", "tcp-listen", "proxy":
 		return !inPeer
 	case "preshared-key", "endpoint", "persistent-keepalive", "allowed-ips", "transport", "tls-server-name":
 		return inPeer
@@ -107,6 +107,12 @@ func setDeviceArg(cfg *device.Config, arg, v string, readFile func(string) ([]by
 			return err
 		}
 		cfg.StreamListen = &sl
+	case "proxy":
+		px, err := parseProxy(v)
+		if err != nil {
+			return err
+		}
+		cfg.Proxy = px
 	default:
 		return setObfsKey(&cfg.Obfuscation, arg, v)
 	}

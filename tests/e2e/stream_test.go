@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +108,78 @@ func TestStreamAutoFallback(t *testing.T) {
 	}
 	if n := censorDrops(t, p.router); n == 0 {
 		t.Error("no UDP was tried before the stream")
+	}
+}
+
+// startTinyproxy runs tinyproxy in ns on addr:8888, allowing CONNECT to
+// port 443 only, as a corporate proxy would, and returns its URL. Its log
+// is in the test's temporary directory.
+func startTinyproxy(t *testing.T, ns *netns, addr netip.Addr) string {
+	t.Helper()
+	requireTool(t, "tinyproxy")
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	log := filepath.Join(dir, "tinyproxy.log")
+	conf := fmt.Sprintf("User nobody\nGroup nogroup\nPort 8888\nListen %s\nTimeout 600\nMaxClients 64\n"+
+		"Allow 10.1.0.0/24\nConnectPort 443\nLogLevel Info\nLogFile %q\n", addr, log)
+	path := filepath.Join(dir, "tinyproxy.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(log, nil, 0o666)
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := ns.Command(ctx, "tinyproxy", "-d", "-c", path)
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(log)
+			t.Logf("tinyproxy log:\n%s", b)
+		}
+	})
+	ap := netip.AddrPortFrom(addr, 8888)
+	eventually(t, 5*time.Second, "tinyproxy listening", func() bool {
+		_, err := ns.Try("bash", "-c", "exec 3<>/dev/tcp/"+addr.String()+"/8888")
+		return err == nil
+	})
+	return "http://" + ap.String()
+}
+
+// TestStreamTLSThroughProxy: the router forwards nothing at all, neither
+// UDP nor TCP; the only way out of A's network is tinyproxy on the router,
+// which allows CONNECT to port 443. B listens for streams on TCP 443; A's
+// peer uses TLS through the proxy. The tunnel comes up within 10 s and
+// carries TCP both ways, and show says how.
+func TestStreamTLSThroughProxy(t *testing.T) {
+	requireTool(t, "iptables", "tinyproxy")
+	p := newPair(t, pairOpts{routed: true, noV6Overlay: true, onlyAKnows: true})
+	p.router.Run("iptables", "-A", "FORWARD", "-j", "DROP")
+	// The router's address on A's link (routedLink joins A and the
+	// router on 10.1.0.0/24, the router second).
+	proxy := startTinyproxy(t, p.router, netip.MustParseAddr("10.1.0.2"))
+	p.b.fipsctl("set", p.b.iface, "tcp-listen", "443")
+	ep := netip.AddrPortFrom(p.link.addrB(), 443)
+	p.a.fipsctl("set", p.a.iface, "proxy", proxy, "peer", p.b.key.pub, "endpoint", ep.String(),
+		"transport", "tls", "tls-server-name", "www.example.com")
+	start := time.Now()
+	p.a.ns.waitPing(p.b.tun4, 10*time.Second)
+	t.Logf("tunnel up over TLS through the proxy in %v", time.Since(start).Round(time.Millisecond))
+	tcpTransfer(t, p.a.ns, p.b.ns, svc(p.b.tun4, 5014), helperSpec{Bytes: 8 << 20, Seed: 34})
+	tcpTransfer(t, p.b.ns, p.a.ns, svc(p.a.tun4, 5015), helperSpec{Bytes: 8 << 20, Seed: 35})
+	out := p.a.fipsctl("show", p.a.iface)
+	for _, want := range []string{"transport: tls", "proxy: " + proxy} {
+		if !strings.Contains(out, want) {
+			t.Errorf("A's show has no %q:\n%s", want, out)
+		}
+	}
+	if out := p.b.fipsctl("show", p.b.iface); !strings.Contains(out, "transport: tls") {
+		t.Errorf("B's show does not say the peer uses TLS:\n%s", out)
+	}
+	if c := p.b.counters()["stream_tls_accepted"]; c < 1 {
+		t.Errorf("stream_tls_accepted = %d", c)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,6 +61,9 @@ func FormatShow(w io.Writer, iface string, st device.Status, opts ShowOptions) e
 			port = st.ListenPort
 		}
 		fmt.Fprintf(bw, "  tcp listening port: %d\n", port)
+	}
+	if st.Proxy != "" {
+		fmt.Fprintf(bw, "  proxy: %s\n", redactProxy(st.Proxy))
 	}
 	showObfuscation(bw, st.Obfuscation)
 	if opts.Sandbox != "" {
@@ -268,4 +272,12 @@ func offOr(v uint64, hex bool) string {
 		return "0x" + strconv.FormatUint(v, 16)
 	}
 	return strconv.FormatUint(v, 10)
+}
+
+// redactProxy hides a proxy URL's password, as show hides keys.
+func redactProxy(p string) string {
+	if u, err := url.Parse(p); err == nil {
+		return u.Redacted()
+	}
+	return "(hidden)"
 }
