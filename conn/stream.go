@@ -278,6 +278,22 @@ func (s *Stream) Send(bufs [][]byte, ep Endpoint) error {
 	return nil
 }
 
+// Drop closes the connection this Stream dialed to ep, if it has one
+// (one an address dialed in is left alone): the device closes the loser
+// of a race between transports with it.
+func (s *Stream) Drop(ep Endpoint) {
+	k := connKey{netip.AddrPortFrom(ep.Dst.Addr().Unmap(), ep.Dst.Port()), ep.Transport}
+	s.mu.Lock()
+	c := s.conns[k]
+	if c == nil || c.inbound {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.conns, k)
+	s.mu.Unlock()
+	c.shut()
+}
+
 // connFor returns dst's connection, starting a dial when there is none.
 func (s *Stream) connFor(dst netip.AddrPort, t Transport) (*streamConn, error) {
 	k := connKey{netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()), t}

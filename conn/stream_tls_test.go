@@ -139,3 +139,31 @@ func TestStreamTLSUserCertificate(t *testing.T) {
 		t.Fatalf("served certificate %v", pc)
 	}
 }
+
+// Drop closes the dialed connection of one transport to an address and
+// leaves the other: the loser of a race goes, the winner stays.
+func TestStreamDrop(t *testing.T) {
+	srv, addr := listenStream(t, conn.StreamOptions{})
+	cli := conn.NewStream(conn.StreamOptions{})
+	defer cli.Close()
+	tcp := conn.Endpoint{Dst: addr, Transport: conn.TransportTCP}
+	tlsEp := conn.Endpoint{Dst: addr, Transport: conn.TransportTLS}
+	cli.Send([][]byte{[]byte("tcp")}, tcp)
+	cli.Send([][]byte{[]byte("tls")}, tlsEp)
+	recvN(t, srv, 2)
+	if n := cli.OpenConns(); n != 2 {
+		t.Fatalf("%d connections, want 2", n)
+	}
+	cli.Drop(tcp)
+	if n := cli.OpenConns(); n != 1 {
+		t.Fatalf("%d connections after the drop, want 1", n)
+	}
+	cli.Send([][]byte{[]byte("still")}, tlsEp)
+	got, from := recvN(t, srv, 1)
+	if string(got[0]) != "still" || from[0].Transport != conn.TransportTLS {
+		t.Fatalf("%q from %+v", got[0], from[0])
+	}
+	if st := cli.Stats(); st.ConnsDialed != 2 {
+		t.Fatalf("stats %+v: the TLS connection was redialed", st)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -181,5 +182,54 @@ func TestStreamTLSThroughProxy(t *testing.T) {
 	}
 	if c := p.b.counters()["stream_tls_accepted"]; c < 1 {
 		t.Errorf("stream_tls_accepted = %d", c)
+	}
+}
+
+// plainStreamCensor drops TCP segments whose payload starts with a plain
+// stream's framed WireGuard initiation (length 148, then type 1, 0, 0):
+// a middlebox that recognises udp-over-tcp but lets TLS through.
+var plainStreamCensor = []string{"FORWARD", "-p", "tcp", "-m", "u32", "--u32",
+	"0>>22&0x3C@12>>26&0x3C@0=0x00940100", "-j", "DROP"}
+
+// ruleDrops is the packet count of the router's FORWARD rule whose line
+// contains match.
+func ruleDrops(t *testing.T, r *netns, match string) int {
+	t.Helper()
+	for _, line := range strings.Split(r.Run("iptables", "-L", "FORWARD", "-v", "-n", "-x"), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && strings.Contains(line, match) {
+			n, err := strconv.Atoi(f[0])
+			if err != nil {
+				t.Fatalf("iptables counters: %q", line)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no rule matching %q", match)
+	return 0
+}
+
+// TestStreamAutoRacesTLS: the router drops all UDP and every plain stream
+// that opens with a WireGuard initiation, but passes TLS. A peer set to
+// auto tries UDP, then races TCP and TLS (TLS 250 ms behind): TCP loses,
+// TLS carries the tunnel, and show says so.
+func TestStreamAutoRacesTLS(t *testing.T) {
+	requireTool(t, "iptables")
+	p := newPair(t, pairOpts{routed: true, noV6Overlay: true, onlyAKnows: true})
+	p.router.Run(append([]string{"iptables", "-A"}, dropAllUDP...)...)
+	p.router.Run(append([]string{"iptables", "-A"}, plainStreamCensor...)...)
+	p.b.fipsctl("set", p.b.iface, "tcp-listen", "on")
+	p.a.fipsctl("set", p.a.iface, "peer", p.b.key.pub, "transport", "auto")
+	start := time.Now()
+	p.a.ns.waitPing(p.b.tun4, 15*time.Second)
+	t.Logf("tunnel up after the fallback race in %v", time.Since(start).Round(time.Millisecond))
+	tcpTransfer(t, p.a.ns, p.b.ns, svc(p.b.tun4, 5016), helperSpec{Bytes: 8 << 20, Seed: 36})
+	if out := p.a.fipsctl("show", p.a.iface); !strings.Contains(out, "transport: tls") {
+		t.Errorf("show does not say the peer is on TLS:\n%s", out)
+	}
+	if n := ruleDrops(t, p.router, "u32"); n == 0 {
+		t.Error("no plain stream was tried before TLS")
+	}
+	if n := censorDrops(t, p.router); n == 0 {
+		t.Error("no UDP was tried first")
 	}
 }
