@@ -294,6 +294,16 @@ func (s *Stream) Drop(ep Endpoint) {
 	c.shut()
 }
 
+// ViaProxy reports whether ep's connection was dialed through the HTTP
+// proxy.
+func (s *Stream) ViaProxy(ep Endpoint) bool {
+	k := connKey{netip.AddrPortFrom(ep.Dst.Addr().Unmap(), ep.Dst.Port()), ep.Transport}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.conns[k]
+	return c != nil && c.viaProxy
+}
+
 // connFor returns dst's connection, starting a dial when there is none.
 func (s *Stream) connFor(dst netip.AddrPort, t Transport) (*streamConn, error) {
 	k := connKey{netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()), t}

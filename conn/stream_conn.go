@@ -22,6 +22,7 @@ type streamConn struct {
 	s      *Stream
 	ep     Endpoint    // owned by the reader once it runs
 	proven atomic.Bool // the device sent to it, or we dialed it
+	isTLS  atomic.Bool // TransportTLS: dialed so, or sniffed
 
 	// Guarded by s.mu.
 	key        connKey
@@ -47,7 +48,7 @@ type streamConn struct {
 // newStreamConn makes a connection for k: dialing when raw is nil, else
 // accepted (and not framed on until sniffed).
 func newStreamConn(s *Stream, k connKey, raw net.Conn) *streamConn {
-	return &streamConn{
+	c := &streamConn{
 		s:      s,
 		key:    k,
 		ep:     Endpoint{Dst: k.dst, Transport: k.t},
@@ -55,6 +56,8 @@ func newStreamConn(s *Stream, k connKey, raw net.Conn) *streamConn {
 		wake:   make(chan struct{}, 1),
 		closed: make(chan struct{}),
 	}
+	c.isTLS.Store(k.t == TransportTLS)
+	return c
 }
 
 // enqueue frames bufs onto the queue; a frame that does not fit is dropped
@@ -91,7 +94,7 @@ func (c *streamConn) enqueue(bufs [][]byte) {
 		default:
 		}
 	}
-	c.s.ctr.txQueued(frames, bytes, drops, bad)
+	c.s.ctr.txQueued(frames, bytes, drops, bad, c.isTLS.Load())
 }
 
 // dial connects a client-side connection (TLS when its transport says so,
@@ -243,6 +246,7 @@ func (c *streamConn) readLoop() {
 			c.s.ctr.tlsAccepted.Add(1)
 			c.s.refile(c, t)
 			c.ep.Transport = t
+			c.isTLS.Store(true)
 		}
 		if !c.ready(nc, raw) {
 			return

@@ -98,6 +98,12 @@ func TestStreamViaProxy(t *testing.T) {
 			t.Fatalf("request %s %s, credentials %q %q %v", r.Method, r.Host, user, pass, ok)
 		}
 	}
+	if !cli.ViaProxy(conn.Endpoint{Dst: addr, Transport: conn.TransportTLS}) {
+		t.Error("ViaProxy false for a connection through the proxy")
+	}
+	if srv.ViaProxy(conn.Endpoint{Dst: addr, Transport: conn.TransportTLS}) {
+		t.Error("ViaProxy true for a connection nobody dialed")
+	}
 	if st := cli.Stats(); st.ConnsDialed != 2 || st.DialFailures != 0 {
 		t.Fatalf("stats %+v", st)
 	}

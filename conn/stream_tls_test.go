@@ -43,8 +43,15 @@ func TestStreamTLSRoundTrip(t *testing.T) {
 	if string(back[0]) != "reply" || bfrom[0] != ep {
 		t.Fatalf("reply %q from %+v, want from %+v", back[0], bfrom[0], ep)
 	}
-	if st := srv.Stats(); st.ConnsAccepted != 1 || st.TLSAccepted != 1 {
-		t.Fatalf("server stats %+v: want one accepted TLS connection", st)
+	sent := uint64(0)
+	for _, b := range out {
+		sent += uint64(len(b))
+	}
+	if st := srv.Stats(); st.ConnsAccepted != 1 || st.TLSAccepted != 1 || st.TLSRxBytes != sent || st.TLSTxBytes != 5 {
+		t.Fatalf("server stats %+v: want one accepted TLS connection, %d bytes in, 5 out", st, sent)
+	}
+	if st := cli.Stats(); st.TLSTxBytes != sent || st.TLSRxBytes != 5 {
+		t.Fatalf("client stats %+v", st)
 	}
 
 	// Plain TCP on the same listener still works beside it.
@@ -55,6 +62,9 @@ func TestStreamTLSRoundTrip(t *testing.T) {
 	got, from = recvN(t, srv, 1)
 	if string(got[0]) != "plain" || from[0].Transport != conn.TransportTCP {
 		t.Fatalf("plain frame %q from %+v", got[0], from[0])
+	}
+	if st := srv.Stats(); st.TLSRxBytes != sent || st.RxBytes != sent+5 {
+		t.Fatalf("server stats %+v: the plain frame counted as TLS", st)
 	}
 }
 

@@ -330,11 +330,15 @@ func (p *Peer) status(aips []netip.Prefix) PeerStatus {
 	}
 	if ep, ok := p.endpoint(); ok {
 		ps.Endpoint, ps.Transport = ep.Dst, ep.Transport
+		if ep.Transport.IsStream() {
+			ps.ViaProxy = p.d.stream.ViaProxy(ep)
+		}
 	}
 	p.mu.Lock()
 	ps.PresharedKey = p.hs.PresharedKey()
 	ps.LastHandshake = p.lastHSAt
 	ps.TLSServerName = p.sni
+	ps.TransportSetting = p.transport
 	ps.PersistentKeepalive = p.keepalive
 	p.mu.Unlock()
 	return ps

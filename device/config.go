@@ -93,8 +93,12 @@ type PeerStatus struct {
 	// "probe"; "unknown" with 0). fips-go's own: wg never sees them.
 	PathMTU       int
 	PathMTUSource string
-	// Transport is the transport of the peer's current endpoint.
-	Transport conn.Transport
+	// Transport is the transport of the peer's current endpoint,
+	// TransportSetting the one configured (auto chooses Transport), and
+	// ViaProxy whether the current stream was dialed through the proxy.
+	Transport        conn.Transport
+	TransportSetting conn.Transport
+	ViaProxy         bool
 	// TLSServerName is the configured SNI ("" when none).
 	TLSServerName string
 }

@@ -92,7 +92,9 @@ func (d *Device) followListenPortLocked() {
 // setPeerTransportLocked records the transport a peer's configured
 // endpoint uses and moves its current endpoint to it; cfgMu is held.
 func (p *Peer) setPeerTransportLocked(t conn.Transport) {
+	p.mu.Lock()
 	p.transport = t
+	p.mu.Unlock()
 	p.fb.set(t == conn.TransportAuto)
 	if ep, ok := p.endpoint(); ok && ep.Transport != endpointTransport(t) {
 		ep.Transport = endpointTransport(t)
@@ -160,6 +162,8 @@ func (d *Device) streamCounters() []Counter {
 		{"stream_rx_oversize", s.RxOversize},
 		{"stream_tx_frames", s.TxFrames},
 		{"stream_tx_bytes", s.TxBytes},
+		{"stream_tls_rx_bytes", s.TLSRxBytes},
+		{"stream_tls_tx_bytes", s.TLSTxBytes},
 		{"stream_tx_writes", s.TxWrites},
 		{"stream_tx_queue_drops", s.TxQueueDrops},
 		{"stream_tx_bad", s.TxBad},

@@ -168,3 +168,21 @@ func TestStreamTLSCarriesTheTunnel(t *testing.T) {
 		t.Fatalf("stream_tls_accepted = %d", c)
 	}
 }
+
+// Status says how each peer is configured and what it uses now: an auto
+// peer on UDP, then (UDP lost) on a stream.
+func TestStreamTransportStatus(t *testing.T) {
+	a, b, _, _ := streamPair(t)
+	auto := conn.TransportAuto
+	if err := a.dev.Apply(&Config{Peers: []PeerConfig{{PublicKey: b.key.PublicKey(), Transport: &auto}}}); err != nil {
+		t.Fatal(err)
+	}
+	pingPong(t, a, b, 1)
+	ps := peerStatus(t, a, b)
+	if ps.Transport != conn.TransportUDP || ps.TransportSetting != conn.TransportAuto || ps.ViaProxy {
+		t.Fatalf("auto peer on UDP: %v, setting %v, via proxy %v", ps.Transport, ps.TransportSetting, ps.ViaProxy)
+	}
+	if ps := peerStatus(t, b, a); ps.TransportSetting != conn.TransportUDP {
+		t.Fatalf("b's peer setting %v", ps.TransportSetting)
+	}
+}

@@ -27,6 +27,11 @@ const (
 	uapiTransport = "fips_transport"
 	uapiTLSSNI    = "fips_tls_sni"
 	uapiProxy     = "fips_proxy"
+	// In get replies only: the transport a peer is configured with when
+	// not UDP (fips_transport is the one it uses now), and whether its
+	// stream goes through the proxy.
+	uapiTransportSetting = "fips_transport_setting"
+	uapiViaProxy         = "fips_via_proxy"
 )
 
 // parseProxy checks an HTTP proxy URL ("" is none).
@@ -103,12 +108,22 @@ func appendServerName(b []byte, name string) []byte {
 	return append(b, '\n')
 }
 
-// appendTransport appends a peer's transport line, unless it is UDP.
-func appendTransport(b []byte, t conn.Transport) []byte {
-	if t == conn.TransportUDP {
+// appendTransport appends a peer's transport lines, none for a peer on
+// UDP that is configured so.
+func appendTransport(b []byte, ps *device.PeerStatus) []byte {
+	if ps.Transport == conn.TransportUDP && ps.TransportSetting == conn.TransportUDP {
 		return b
 	}
 	b = append(b, uapiTransport+"="...)
-	b = append(b, t.String()...)
-	return append(b, '\n')
+	b = append(b, ps.Transport.String()...)
+	b = append(b, '\n')
+	if ps.TransportSetting != conn.TransportUDP {
+		b = append(b, uapiTransportSetting+"="...)
+		b = append(b, ps.TransportSetting.String()...)
+		b = append(b, '\n')
+	}
+	if ps.ViaProxy {
+		b = append(b, uapiViaProxy+"=true\n"...)
+	}
+	return b
 }

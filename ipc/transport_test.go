@@ -182,3 +182,40 @@ func TestProxyKey(t *testing.T) {
 		t.Fatalf("config file: %v %+v", err, fc)
 	}
 }
+
+// A get reply says what an auto peer uses now and how it is configured,
+// and a client reads both back.
+func TestTransportSettingGet(t *testing.T) {
+	ps := device.PeerStatus{Endpoint: netip.MustParseAddrPort("192.0.2.1:443"), ProtocolVersion: 1,
+		Transport: conn.TransportUDP, TransportSetting: conn.TransportAuto}
+	for _, c := range []struct {
+		tr    conn.Transport
+		proxy bool
+		lines []string
+	}{
+		{conn.TransportUDP, false, []string{"fips_transport=udp\n", "fips_transport_setting=auto\n"}},
+		{conn.TransportTLS, true, []string{"fips_transport=tls\n", "fips_transport_setting=auto\n", "fips_via_proxy=true\n"}},
+	} {
+		ps.Transport, ps.ViaProxy = c.tr, c.proxy
+		var out bytes.Buffer
+		WriteGet(&out, device.Status{ListenPort: 1, Peers: []device.PeerStatus{ps}})
+		for _, line := range c.lines {
+			if !strings.Contains(out.String(), line) {
+				t.Fatalf("no %q in\n%s", line, out.String())
+			}
+		}
+		writeErrno(&out, 0)
+		var g getParser
+		if err := readReply(newLineReader(&out, MaxReply), g.kv); err != nil {
+			t.Fatal(err)
+		}
+		st := g.finish()
+		got := st.Peers[0]
+		if got.Transport != c.tr || got.TransportSetting != conn.TransportAuto || got.ViaProxy != c.proxy {
+			t.Fatalf("read back %v %v %v", got.Transport, got.TransportSetting, got.ViaProxy)
+		}
+		if !strings.Contains(FormatConfig(st), "Transport = auto\n") {
+			t.Fatalf("showconf loses auto:\n%s", FormatConfig(st))
+		}
+	}
+}

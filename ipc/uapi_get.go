@@ -84,7 +84,7 @@ func appendPeerStatus(b []byte, ps *device.PeerStatus) []byte {
 		b = append(b, "endpoint="...)
 		b = ps.Endpoint.AppendTo(b)
 		b = append(b, '\n')
-		b = appendTransport(b, ps.Transport)
+		b = appendTransport(b, ps)
 	}
 	b = appendServerName(b, ps.TLSServerName)
 	var sec, nsec int64
@@ -292,6 +292,14 @@ func (g *getParser) peerKV(ps *device.PeerStatus, hs *[2]int64, k, v []byte) err
 		}
 	case uapiTLSSNI:
 		ps.TLSServerName = string(v)
+	case uapiTransportSetting:
+		var t *conn.Transport
+		if t, err = parseTransport(string(v)); err == nil {
+			ps.TransportSetting = *t
+		}
+	case uapiViaProxy:
+		err = parseTrue(v)
+		ps.ViaProxy = err == nil
 	case "last_handshake_time_sec":
 		n, err = parseDecimal(v, 63)
 		hs[0] = int64(n)

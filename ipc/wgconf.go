@@ -451,7 +451,10 @@ func FormatConfig(st device.Status) string {
 		}
 		if ps.Endpoint.IsValid() {
 			fmt.Fprintf(&b, "Endpoint = %s\n", ps.Endpoint.String())
-			if ps.Transport != conn.TransportUDP {
+			switch {
+			case ps.TransportSetting != conn.TransportUDP:
+				fmt.Fprintf(&b, "Transport = %s\n", ps.TransportSetting)
+			case ps.Transport != conn.TransportUDP:
 				fmt.Fprintf(&b, "Transport = %s\n", ps.Transport)
 			}
 		}

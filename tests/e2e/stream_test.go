@@ -172,7 +172,7 @@ func TestStreamTLSThroughProxy(t *testing.T) {
 	tcpTransfer(t, p.a.ns, p.b.ns, svc(p.b.tun4, 5014), helperSpec{Bytes: 8 << 20, Seed: 34})
 	tcpTransfer(t, p.b.ns, p.a.ns, svc(p.a.tun4, 5015), helperSpec{Bytes: 8 << 20, Seed: 35})
 	out := p.a.fipsctl("show", p.a.iface)
-	for _, want := range []string{"transport: tls", "proxy: " + proxy} {
+	for _, want := range []string{"transport: tls via proxy", "proxy: " + proxy} {
 		if !strings.Contains(out, want) {
 			t.Errorf("A's show has no %q:\n%s", want, out)
 		}
@@ -223,7 +223,7 @@ func TestStreamAutoRacesTLS(t *testing.T) {
 	p.a.ns.waitPing(p.b.tun4, 15*time.Second)
 	t.Logf("tunnel up after the fallback race in %v", time.Since(start).Round(time.Millisecond))
 	tcpTransfer(t, p.a.ns, p.b.ns, svc(p.b.tun4, 5016), helperSpec{Bytes: 8 << 20, Seed: 36})
-	if out := p.a.fipsctl("show", p.a.iface); !strings.Contains(out, "transport: tls") {
+	if out := p.a.fipsctl("show", p.a.iface); !strings.Contains(out, "transport: tls (auto)") {
 		t.Errorf("show does not say the peer is on TLS:\n%s", out)
 	}
 	if n := ruleDrops(t, p.router, "u32"); n == 0 {

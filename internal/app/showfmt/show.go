@@ -100,8 +100,8 @@ func showPeer(bw *bufio.Writer, ps *device.PeerStatus, now time.Time, opts ShowO
 	}
 	if ps.Endpoint.IsValid() {
 		fmt.Fprintf(bw, "  endpoint: %s\n", ps.Endpoint)
-		if ps.Transport != conn.TransportUDP {
-			fmt.Fprintf(bw, "  transport: %s\n", ps.Transport)
+		if line := transportLine(ps); line != "" {
+			fmt.Fprintf(bw, "  transport: %s\n", line)
 		}
 	}
 	if name := opts.EndpointNames[ps.PublicKey]; name != "" {
@@ -280,4 +280,21 @@ func redactProxy(p string) string {
 		return u.Redacted()
 	}
 	return "(hidden)"
+}
+
+// transportLine says how a peer's datagrams travel ("tls via proxy
+// (auto)"), or "" for a peer on UDP that was configured so, whose show
+// output stays wg's.
+func transportLine(ps *device.PeerStatus) string {
+	if ps.Transport == conn.TransportUDP && ps.TransportSetting == conn.TransportUDP {
+		return ""
+	}
+	s := ps.Transport.String()
+	if ps.ViaProxy {
+		s += " via proxy"
+	}
+	if ps.TransportSetting == conn.TransportAuto {
+		s += " (auto)"
+	}
+	return s
 }
