@@ -234,21 +234,8 @@ func (c *streamConn) readLoop() {
 	c.qmu.Lock()
 	nc, raw := c.nc, c.raw
 	c.qmu.Unlock()
-	if nc == nil { // accepted: plain or TLS?
-		var t Transport
-		var err error
-		nc, t, err = c.s.sniff(raw)
-		if err != nil {
-			c.sniffFailed(err)
-			return
-		}
-		if t == TransportTLS {
-			c.s.ctr.tlsAccepted.Add(1)
-			c.s.refile(c, t)
-			c.ep.Transport = t
-			c.isTLS.Store(true)
-		}
-		if !c.ready(nc, raw) {
+	if nc == nil {
+		if nc = c.sniffed(raw); nc == nil {
 			return
 		}
 	}
@@ -311,6 +298,26 @@ func (c *streamConn) readFailed(err error) {
 	default:
 		c.closeFor(nil)
 	}
+}
+
+// sniffed finds out whether an accepted connection is plain or TLS and
+// returns the connection to frame on, nil when it was closed instead.
+func (c *streamConn) sniffed(raw net.Conn) net.Conn {
+	nc, t, err := c.s.sniff(raw)
+	if err != nil {
+		c.sniffFailed(err)
+		return nil
+	}
+	if t == TransportTLS {
+		c.s.ctr.tlsAccepted.Add(1)
+		c.s.refile(c, t)
+		c.ep.Transport = t
+		c.isTLS.Store(true)
+	}
+	if !c.ready(nc, raw) {
+		return nil
+	}
+	return nc
 }
 
 // sniffFailed closes an accepted connection whose first bytes or TLS

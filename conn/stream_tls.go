@@ -119,6 +119,9 @@ func (s *Stream) serverTLS() (*tls.Config, error) {
 			Certificates: []tls.Certificate{*cert},
 			MinVersion:   tls.VersionTLS13,
 			NextProtos:   alpn,
+			// Full 16 KiB records from the start: fewer writes, and
+			// the stream's traffic is not a web page's first paint.
+			DynamicRecordSizingDisabled: true,
 		}
 	})
 	return s.tlsSrv, s.tlsErr
@@ -128,9 +131,10 @@ func (s *Stream) serverTLS() (*tls.Config, error) {
 // (none when empty or an address).
 func clientTLS(ctx context.Context, nc net.Conn, serverName string) (net.Conn, error) {
 	tc := tls.Client(nc, &tls.Config{
-		ServerName: serverName,
-		NextProtos: alpn,
-		MinVersion: tls.VersionTLS13,
+		ServerName:                  serverName,
+		NextProtos:                  alpn,
+		MinVersion:                  tls.VersionTLS13,
+		DynamicRecordSizingDisabled: true,
 		// WireGuard authenticates the peer; see the comment at the top.
 		InsecureSkipVerify: true,
 	})
