@@ -1,7 +1,6 @@
 package conn
 
 import (
-	"crypto/tls"
 	"time"
 )
 
@@ -32,9 +31,3 @@ func (s *Stream) OpenConns() int { return s.openConns() }
 
 // SelfSignedCertificate is the certificate a Stream makes for itself.
 var SelfSignedCertificate = selfSigned
-
-// WithTLSCertificate returns o serving cert to TLS clients.
-func WithTLSCertificate(o StreamOptions, cert *tls.Certificate) StreamOptions {
-	o.tlsCert = cert
-	return o
-}

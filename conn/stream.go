@@ -2,7 +2,6 @@ package conn
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -56,9 +55,7 @@ type Stream struct {
 	names    map[netip.AddrPort]string // TLS server names (SetServerName)
 	proxy    *url.URL                  // HTTP CONNECT proxy (SetProxy), nil: none
 
-	tlsOnce sync.Once // makes tlsSrv (serverTLS)
-	tlsSrv  *tls.Config
-	tlsErr  error
+	tls streamTLS // the listener's TLS configuration (stream_tls.go)
 }
 
 // connKey names a connection: a TCP and a TLS connection to one address
@@ -97,9 +94,6 @@ type StreamOptions struct {
 	writeTimeout time.Duration
 	// dial, when set, replaces the TCP dial.
 	dial func(ctx context.Context, addr netip.AddrPort, mark uint32) (net.Conn, error)
-	// tlsCert, when set, is served to TLS clients instead of a
-	// self-signed certificate made at the first TLS connection.
-	tlsCert *tls.Certificate
 }
 
 const (

@@ -12,6 +12,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"sync"
 	"time"
 )
 
@@ -102,20 +103,41 @@ func (s *Stream) sniff(nc net.Conn) (net.Conn, Transport, error) {
 	return tc, TransportTLS, nil
 }
 
-// serverTLS is the listener's TLS configuration, made once: the user's
-// certificate, or a self-signed one.
+// streamTLS is the listener's TLS configuration.
+type streamTLS struct {
+	mu   sync.Mutex       // guards the fields below; a leaf
+	user *tls.Certificate // SetCertificate's, nil: none
+	self *tls.Certificate // made at the first TLS client without user
+	cfg  *tls.Config      // made from one of them on first use
+}
+
+// SetCertificate makes the listener serve cert to TLS clients from now
+// on; nil goes back to a self-signed certificate made in memory.
+func (s *Stream) SetCertificate(cert *tls.Certificate) {
+	s.tls.mu.Lock()
+	s.tls.user, s.tls.cfg = cert, nil
+	s.tls.mu.Unlock()
+}
+
+// serverTLS is the listener's TLS configuration: the user's certificate,
+// or a self-signed one.
 func (s *Stream) serverTLS() (*tls.Config, error) {
-	s.tlsOnce.Do(func() {
-		cert := s.opts.tlsCert
+	t := &s.tls
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cfg == nil {
+		cert := t.user
 		if cert == nil {
-			c, err := selfSigned("")
-			if err != nil {
-				s.tlsErr = err
-				return
+			if t.self == nil {
+				c, err := selfSigned("")
+				if err != nil {
+					return nil, err
+				}
+				t.self = &c
 			}
-			cert = &c
+			cert = t.self
 		}
-		s.tlsSrv = &tls.Config{
+		t.cfg = &tls.Config{
 			Certificates: []tls.Certificate{*cert},
 			MinVersion:   tls.VersionTLS13,
 			NextProtos:   alpn,
@@ -123,8 +145,8 @@ func (s *Stream) serverTLS() (*tls.Config, error) {
 			// the stream's traffic is not a web page's first paint.
 			DynamicRecordSizingDisabled: true,
 		}
-	})
-	return s.tlsSrv, s.tlsErr
+	}
+	return t.cfg, nil
 }
 
 // clientTLS runs a TLS handshake on nc as the client, naming serverName

@@ -134,19 +134,34 @@ func TestStreamTLSUserCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := conn.NewStream(conn.WithTLSCertificate(conn.StreamOptions{}, &cert))
+	s := conn.NewStream(conn.StreamOptions{})
 	t.Cleanup(func() { s.Close() })
 	port, err := s.Listen(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := tls.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))), &tls.Config{InsecureSkipVerify: true})
-	if err != nil {
-		t.Fatal(err)
+	served := func() string {
+		c, err := tls.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		pc := c.ConnectionState().PeerCertificates
+		if len(pc) != 1 {
+			t.Fatalf("%d certificates", len(pc))
+		}
+		return pc[0].Subject.CommonName
 	}
-	defer c.Close()
-	if pc := c.ConnectionState().PeerCertificates; len(pc) != 1 || pc[0].Subject.CommonName != "vpn.example.org" {
-		t.Fatalf("served certificate %v", pc)
+	if cn := served(); cn != "" {
+		t.Fatalf("self-signed certificate for %q", cn)
+	}
+	s.SetCertificate(&cert)
+	if cn := served(); cn != "vpn.example.org" {
+		t.Fatalf("served %q, not the user's certificate", cn)
+	}
+	s.SetCertificate(nil)
+	if cn := served(); cn != "" {
+		t.Fatalf("served %q after going back to self-signed", cn)
 	}
 }
 

@@ -1,6 +1,7 @@
 package device
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -26,6 +27,11 @@ func validate(cfg *Config) error {
 	if cfg.Proxy != nil && *cfg.Proxy != "" {
 		if _, err := conn.ParseProxy(*cfg.Proxy); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+	}
+	if c := cfg.TLSCertificate; c != nil && (len(c.CertPEM) > 0 || len(c.KeyPEM) > 0) {
+		if _, err := tls.X509KeyPair(c.CertPEM, c.KeyPEM); err != nil {
+			return fmt.Errorf("%w: TLS certificate: %w", ErrInvalidConfig, err)
 		}
 	}
 	for i := range cfg.Peers {
@@ -104,6 +110,9 @@ func (d *Device) Apply(cfg *Config) (err error) {
 	}
 	if cfg.Proxy != nil {
 		d.setProxyLocked(*cfg.Proxy)
+	}
+	if cfg.TLSCertificate != nil {
+		d.setCertificateLocked(*cfg.TLSCertificate)
 	}
 	if cfg.Obfuscation != nil {
 		d.setObfuscation(cfg.Obfuscation)
@@ -286,7 +295,7 @@ func (d *Device) removePeerLocked(p *Peer) {
 // Status is a snapshot of the configuration and counters.
 func (d *Device) Status() Status {
 	d.cfgMu.Lock()
-	st := Status{ListenPort: d.listenPort, FwMark: d.fwmark, StreamListen: d.streamListen, Proxy: d.proxy}
+	st := Status{ListenPort: d.listenPort, FwMark: d.fwmark, StreamListen: d.streamListen, Proxy: d.proxy, TLSCertPEM: d.tlsCertPEM}
 	d.cfgMu.Unlock()
 	st.StreamPort = d.stream.Port()
 	if s := d.static.Load(); s != nil {

@@ -26,6 +26,15 @@ type Config struct {
 	// Proxy, when set, is the HTTP CONNECT proxy streams are dialed
 	// through, http://[user:password@]host[:port] ("": none).
 	Proxy *string
+	// TLSCertificate, when set, is the certificate the stream listener
+	// serves to TLS clients; an empty one goes back to a self-signed
+	// certificate made in memory.
+	TLSCertificate *TLSCertificate
+}
+
+// TLSCertificate is a PEM certificate chain and its PEM private key.
+type TLSCertificate struct {
+	CertPEM, KeyPEM []byte
 }
 
 // PeerConfig changes one peer, identified by its public key.
@@ -72,7 +81,10 @@ type Status struct {
 	StreamPort   uint16
 	// Proxy is the HTTP proxy streams are dialed through ("": none).
 	Proxy string
-	Peers []PeerStatus
+	// TLSCertPEM is the certificate chain the stream listener serves when
+	// one was given (nil: a self-signed one).
+	TLSCertPEM []byte
+	Peers      []PeerStatus
 	// Counters are fips-go's own counters (drops by reason, handshakes,
 	// offload fallbacks), in a stable order, name then value.
 	Counters []Counter

@@ -74,6 +74,7 @@ type Device struct {
 	stream       *conn.Stream
 	streamListen StreamListen
 	proxy        string // the HTTP proxy as configured, "" none (stream.go)
+	tlsCertPEM   []byte // the TLS certificate given, nil none (stream.go)
 
 	static  atomic.Pointer[noise.Static] // nil: no private key
 	checker atomic.Pointer[noise.CookieChecker]

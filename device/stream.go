@@ -1,6 +1,8 @@
 package device
 
 import (
+	"bytes"
+	"crypto/tls"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -75,6 +77,22 @@ func (d *Device) setProxyLocked(p string) {
 	}
 	d.stream.SetProxy(u)
 	d.proxy = p
+}
+
+// setCertificateLocked makes the listener serve c to TLS clients (empty:
+// a self-signed certificate); validate has checked it. cfgMu is held.
+func (d *Device) setCertificateLocked(c TLSCertificate) {
+	if len(c.CertPEM) == 0 && len(c.KeyPEM) == 0 {
+		d.stream.SetCertificate(nil)
+		d.tlsCertPEM = nil
+		return
+	}
+	cert, err := tls.X509KeyPair(c.CertPEM, c.KeyPEM)
+	if err != nil {
+		return
+	}
+	d.stream.SetCertificate(&cert)
+	d.tlsCertPEM = bytes.Clone(c.CertPEM)
 }
 
 // followListenPortLocked moves a stream listener that follows the UDP

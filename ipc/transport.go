@@ -1,7 +1,10 @@
 package ipc
 
 import (
+	"encoding/base64"
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 
 	"github.com/fips-go/fips-go/conn"
@@ -18,6 +21,14 @@ import (
 //	fips_transport=    Transport =          transport       [Peer]: udp, tcp, tls or auto
 //	fips_tls_sni=      TLSServerName =      tls-server-name [Peer]: the SNI of a TLS stream ("" none)
 //	fips_proxy=        Proxy =              proxy           [Interface]: http://[user:pass@]host[:port] ("" none)
+//	fips_tls_cert=     TLSCertificate =     tls-certificate [Interface]: the listener's certificate chain (PEM)
+//	fips_tls_key=      TLSKey =             tls-key         [Interface]: its private key (PEM)
+//
+// In UAPI the two TLS values are the PEM files' bytes in standard base64
+// (one line each); in a config file and to fips-go set they are file
+// names, read by the client. Both go together; both empty go back to a
+// self-signed certificate. A get reply carries the certificate, never the
+// key.
 //
 // In a config file, a peer whose Endpoint names a host and whose transport
 // is tls or auto sends that host as its SNI unless TLSServerName says
@@ -27,12 +38,78 @@ const (
 	uapiTransport = "fips_transport"
 	uapiTLSSNI    = "fips_tls_sni"
 	uapiProxy     = "fips_proxy"
+	uapiTLSCert   = "fips_tls_cert"
+	uapiTLSKey    = "fips_tls_key"
 	// In get replies only: the transport a peer is configured with when
 	// not UDP (fips_transport is the one it uses now), and whether its
 	// stream goes through the proxy.
 	uapiTransportSetting = "fips_transport_setting"
 	uapiViaProxy         = "fips_via_proxy"
 )
+
+// maxPEMFile bounds a certificate or key file.
+const maxPEMFile = 64 << 10
+
+// setTLSPart sets the certificate or the key of cfg's TLS certificate
+// from PEM bytes.
+func setTLSPart(cfg *device.Config, key bool, pem []byte) error {
+	if len(pem) > maxPEMFile {
+		return fmt.Errorf("PEM over %d bytes", maxPEMFile)
+	}
+	if cfg.TLSCertificate == nil {
+		cfg.TLSCertificate = &device.TLSCertificate{}
+	}
+	if key {
+		cfg.TLSCertificate.KeyPEM = pem
+	} else {
+		cfg.TLSCertificate.CertPEM = pem
+	}
+	return nil
+}
+
+// setTLSBase64 is setTLSPart for a UAPI value.
+func setTLSBase64(cfg *device.Config, key bool, v []byte) error {
+	pem, err := base64.StdEncoding.DecodeString(string(v))
+	if err != nil {
+		return fmt.Errorf("not base64: %w", err)
+	}
+	return setTLSPart(cfg, key, pem)
+}
+
+// readPEMFile reads a certificate or key file of at most maxPEMFile
+// bytes (a regular file: not a device that never ends).
+func readPEMFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", name)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxPEMFile+1))
+	if err == nil && len(b) > maxPEMFile {
+		err = fmt.Errorf("%s is over %d bytes", name, maxPEMFile)
+	}
+	return b, err
+}
+
+// appendTLSCert appends the certificate line of a get reply or a set
+// request (with the key when key is set).
+func appendTLSCert(b []byte, c *device.TLSCertificate, key bool) []byte {
+	if c == nil {
+		return b
+	}
+	b = append(b, uapiTLSCert+"="...)
+	b = base64.StdEncoding.AppendEncode(b, c.CertPEM)
+	b = append(b, '\n')
+	if key {
+		b = append(b, uapiTLSKey+"="...)
+		b = base64.StdEncoding.AppendEncode(b, c.KeyPEM)
+		b = append(b, '\n')
+	}
+	return b
+}
 
 // parseProxy checks an HTTP proxy URL ("" is none).
 func parseProxy(v string) (*string, error) {

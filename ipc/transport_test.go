@@ -3,6 +3,8 @@ package ipc
 import (
 	"bytes"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -217,5 +219,47 @@ func TestTransportSettingGet(t *testing.T) {
 		if !strings.Contains(FormatConfig(st), "Transport = auto\n") {
 			t.Fatalf("showconf loses auto:\n%s", FormatConfig(st))
 		}
+	}
+}
+
+// The listener's certificate: base64 PEM in UAPI (set and get, never the
+// key in get), file names in a config file and for fips-go set.
+func TestTLSCertificateKeys(t *testing.T) {
+	certPEM, keyPEM := []byte("-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n"), []byte("-----BEGIN PRIVATE KEY-----\nAQ==\n-----END PRIVATE KEY-----\n")
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, certPEM, 0o600)
+	os.WriteFile(keyFile, keyPEM, 0o600)
+	want := &device.TLSCertificate{CertPEM: certPEM, KeyPEM: keyPEM}
+
+	file := "[Interface]\nPrivateKey = " + strings.Repeat("A", 43) + "=\nTLSCertificate = " + certFile + "\nTLSKey = " + keyFile + "\n"
+	fc, _, err := ParseConfigFile(strings.NewReader(file), "t.conf", nil)
+	if err != nil || !reflect.DeepEqual(fc.TLSCertificate, want) {
+		t.Fatalf("config file: %v %+v", err, fc)
+	}
+	set, err := ParseSetArgs([]string{"tls-certificate", certFile, "tls-key", keyFile}, nil, os.ReadFile)
+	if err != nil || !reflect.DeepEqual(set.TLSCertificate, want) {
+		t.Fatalf("set args: %v %+v", err, set)
+	}
+	var b bytes.Buffer
+	if err := WriteSet(&b, fc); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseSet(&b, 0)
+	if err != nil || !reflect.DeepEqual(back.TLSCertificate, want) {
+		t.Fatalf("UAPI round trip: %v %+v", err, back)
+	}
+	var out bytes.Buffer
+	WriteGet(&out, device.Status{ListenPort: 1, TLSCertPEM: certPEM})
+	if !strings.Contains(out.String(), "fips_tls_cert=") || strings.Contains(out.String(), "fips_tls_key") {
+		t.Fatalf("get reply:\n%s", out.String())
+	}
+	writeErrno(&out, 0)
+	var g getParser
+	if err := readReply(newLineReader(&out, MaxReply), g.kv); err != nil || string(g.finish().TLSCertPEM) != string(certPEM) {
+		t.Fatalf("get read back: %v", err)
+	}
+	if _, _, err := ParseConfigFile(strings.NewReader("[Interface]\nTLSCertificate = /dev/zero\n"), "t.conf", nil); err == nil {
+		t.Fatal("a device file read as a certificate")
 	}
 }

@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -59,6 +60,9 @@ func WriteGet(w io.Writer, st device.Status) error {
 	b = appendObfs(b, st.Obfuscation, false)
 	b = appendStreamListen(b, st.StreamListen)
 	b = appendProxy(b, st.Proxy)
+	if st.TLSCertPEM != nil {
+		b = appendTLSCert(b, &device.TLSCertificate{CertPEM: st.TLSCertPEM}, false)
+	}
 	for i := range st.Peers {
 		b = appendPeerStatus(b, &st.Peers[i])
 		if len(b) >= flushAt {
@@ -265,6 +269,10 @@ func (g *getParser) deviceKV(k, v []byte) error {
 		return err
 	case uapiProxy:
 		g.st.Proxy = string(v)
+	case uapiTLSCert:
+		pem, err := base64.StdEncoding.DecodeString(string(v))
+		g.st.TLSCertPEM = pem
+		return err
 	default:
 		if isObfsKey(string(k)) {
 			o := &g.st.Obfuscation

@@ -184,6 +184,10 @@ func (p *setParser) deviceLine(k, v []byte) *Error {
 			return wrapError(ErrnoInvalid, err, uapiProxy)
 		}
 		p.cfg.Proxy = px
+	case uapiTLSCert, uapiTLSKey:
+		if err := setTLSBase64(&p.cfg, string(k) == uapiTLSKey, v); err != nil {
+			return wrapError(ErrnoInvalid, err, "%s", k)
+		}
 	default:
 		if isObfsKey(string(k)) {
 			if err := setObfsKey(&p.cfg.Obfuscation, string(k), string(v)); err != nil {
@@ -399,6 +403,7 @@ func WriteSet(w io.Writer, cfg *device.Config) error {
 		b = append(b, *cfg.Proxy...)
 		b = append(b, '\n')
 	}
+	b = appendTLSCert(b, cfg.TLSCertificate, true)
 	if cfg.ReplacePeers {
 		b = append(b, "replace_peers=true\n"...)
 	}

@@ -241,6 +241,14 @@ func (p *confParser) interfaceKey(key, value string) error {
 			return fmt.Errorf("Proxy: %w", err)
 		}
 		p.cfg.Proxy = px
+	case "tlscertificate", "tlskey":
+		pem, err := readPEMFile(value)
+		if err == nil {
+			err = setTLSPart(&p.cfg, strings.EqualFold(key, "tlskey"), pem)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
 	default:
 		if k := strings.ToLower(key); isObfsKey(k) {
 			if err := setObfsKey(&p.cfg.Obfuscation, k, value); err != nil {

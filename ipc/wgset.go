@@ -14,6 +14,7 @@ import (
 //	[listen-port P] [fwmark M|off] [private-key FILE]
 //	[jc N] [jmin N] [jmax N] [s1 N] .. [s4 N] [h1 N[-M]] .. [h4 N[-M]] [i1 TAGS] .. [i5 TAGS]
 //	[tcp-listen off|on|PORT] [proxy http://[user:pass@]host[:port]|""]
+//	[tls-certificate FILE tls-key FILE]
 //	[peer KEY [remove] [preshared-key FILE] [endpoint HOST:PORT] [transport udp|tcp|tls|auto]
 //	          [tls-server-name NAME]
 //	          [persistent-keepalive N|off] [allowed-ips A/B[,C/D]...]]...
@@ -72,7 +73,7 @@ func setArgAllowed(arg string, inPeer bool) bool {
 		return true
 	case "listen-port", "fwmark", "private-key":
 		return !inPeer
-	case "jc", "jmin", "jmax", "s1", "s2", "s3", "s4", "h1", "h2", "h3", "h4", "i1", "i2", "i3", "i4", "i5", "tcp-listen", "proxy":
+	case "jc", "jmin", "jmax", "s1", "s2", "s3", "s4", "h1", "h2", "h3", "h4", "i1", "i2", "i3", "i4", "i5", "tcp-listen", "proxy", "tls-certificate", "tls-key":
 		return !inPeer
 	case "preshared-key", "endpoint", "persistent-keepalive", "allowed-ips", "transport", "tls-server-name":
 		return inPeer
@@ -113,6 +114,15 @@ func setDeviceArg(cfg *device.Config, arg, v string, readFile func(string) ([]by
 			return err
 		}
 		cfg.Proxy = px
+	case "tls-certificate", "tls-key":
+		if readFile == nil {
+			return errors.New("certificate files given but no way to read them")
+		}
+		pem, err := readFile(v)
+		if err != nil {
+			return err
+		}
+		return setTLSPart(cfg, arg == "tls-key", pem)
 	default:
 		return setObfsKey(&cfg.Obfuscation, arg, v)
 	}

@@ -2,7 +2,14 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -162,7 +169,8 @@ func TestStreamTLSThroughProxy(t *testing.T) {
 	// The router's address on A's link (routedLink joins A and the
 	// router on 10.1.0.0/24, the router second).
 	proxy := startTinyproxy(t, p.router, netip.MustParseAddr("10.1.0.2"))
-	p.b.fipsctl("set", p.b.iface, "tcp-listen", "443")
+	certFile, keyFile := writeTestCert(t, "www.example.com")
+	p.b.fipsctl("set", p.b.iface, "tcp-listen", "443", "tls-certificate", certFile, "tls-key", keyFile)
 	ep := netip.AddrPortFrom(p.link.addrB(), 443)
 	p.a.fipsctl("set", p.a.iface, "proxy", proxy, "peer", p.b.key.pub, "endpoint", ep.String(),
 		"transport", "tls", "tls-server-name", "www.example.com")
@@ -177,8 +185,11 @@ func TestStreamTLSThroughProxy(t *testing.T) {
 			t.Errorf("A's show has no %q:\n%s", want, out)
 		}
 	}
-	if out := p.b.fipsctl("show", p.b.iface); !strings.Contains(out, "transport: tls") {
-		t.Errorf("B's show does not say the peer uses TLS:\n%s", out)
+	out = p.b.fipsctl("show", p.b.iface)
+	for _, want := range []string{"transport: tls", "tls certificate: www.example.com"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("B's show has no %q:\n%s", want, out)
+		}
 	}
 	if c := p.b.counters()["stream_tls_accepted"]; c < 1 {
 		t.Errorf("stream_tls_accepted = %d", c)
@@ -232,4 +243,29 @@ func TestStreamAutoRacesTLS(t *testing.T) {
 	if n := censorDrops(t, p.router); n == 0 {
 		t.Error("no UDP was tried first")
 	}
+}
+
+// writeTestCert writes a self-signed certificate for name and its key as
+// PEM files, as a user with a real certificate would have them.
+func writeTestCert(t *testing.T, name string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), DNSNames: []string{name}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600)
+	return certFile, keyFile
 }

@@ -6,6 +6,8 @@ package showfmt
 
 import (
 	"bufio"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/url"
@@ -64,6 +66,9 @@ func FormatShow(w io.Writer, iface string, st device.Status, opts ShowOptions) e
 	}
 	if st.Proxy != "" {
 		fmt.Fprintf(bw, "  proxy: %s\n", redactProxy(st.Proxy))
+	}
+	if st.TLSCertPEM != nil {
+		fmt.Fprintf(bw, "  tls certificate: %s\n", certSummary(st.TLSCertPEM))
 	}
 	showObfuscation(bw, st.Obfuscation)
 	if opts.Sandbox != "" {
@@ -272,6 +277,23 @@ func offOr(v uint64, hex bool) string {
 		return "0x" + strconv.FormatUint(v, 16)
 	}
 	return strconv.FormatUint(v, 10)
+}
+
+// certSummary names a PEM certificate's subject and end of validity.
+func certSummary(p []byte) string {
+	b, _ := pem.Decode(p)
+	if b == nil {
+		return "(unreadable)"
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return "(unreadable)"
+	}
+	name := c.Subject.CommonName
+	if len(c.DNSNames) > 0 {
+		name = c.DNSNames[0]
+	}
+	return fmt.Sprintf("%s (valid until %s)", name, c.NotAfter.UTC().Format("2006-01-02"))
 }
 
 // redactProxy hides a proxy URL's password, as show hides keys.
