@@ -24,9 +24,10 @@ import (
 //	fips_tls_cert=     TLSCertificate =     tls-certificate [Interface]: the listener's certificate chain (PEM)
 //	fips_tls_key=      TLSKey =             tls-key         [Interface]: its private key (PEM)
 //
-// In UAPI the two TLS values are the PEM files' bytes in standard base64
-// (one line each); in a config file and to fips-go set they are file
-// names, read by the client. Both go together; both empty go back to a
+// In UAPI the two TLS values are the PEM files' bytes in standard base64,
+// split over as many lines of the same key as MaxLine needs (each line's
+// bytes follow the previous one's); in a config file and to fips-go set
+// they are file names, read by the client. Both go together; both empty go back to a
 // self-signed certificate. A get reply carries the certificate, never the
 // key.
 //
@@ -50,20 +51,24 @@ const (
 // maxPEMFile bounds a certificate or key file.
 const maxPEMFile = 64 << 10
 
-// setTLSPart sets the certificate or the key of cfg's TLS certificate
-// from PEM bytes.
+// pemChunk is how many PEM bytes one UAPI line carries: base64 makes
+// 3840 characters of them, which with the key fits MaxLine.
+const pemChunk = 2880
+
+// setTLSPart appends PEM bytes to the certificate or the key of cfg's TLS
+// certificate.
 func setTLSPart(cfg *device.Config, key bool, pem []byte) error {
-	if len(pem) > maxPEMFile {
-		return fmt.Errorf("PEM over %d bytes", maxPEMFile)
-	}
 	if cfg.TLSCertificate == nil {
 		cfg.TLSCertificate = &device.TLSCertificate{}
 	}
+	dst := &cfg.TLSCertificate.CertPEM
 	if key {
-		cfg.TLSCertificate.KeyPEM = pem
-	} else {
-		cfg.TLSCertificate.CertPEM = pem
+		dst = &cfg.TLSCertificate.KeyPEM
 	}
+	if len(*dst)+len(pem) > maxPEMFile {
+		return fmt.Errorf("PEM over %d bytes", maxPEMFile)
+	}
+	*dst = append(*dst, pem...)
 	return nil
 }
 
@@ -94,19 +99,28 @@ func readPEMFile(name string) ([]byte, error) {
 	return b, err
 }
 
-// appendTLSCert appends the certificate line of a get reply or a set
-// request (with the key when key is set).
+// appendTLSCert appends the certificate lines of a get reply or a set
+// request (with the key's when key is set).
 func appendTLSCert(b []byte, c *device.TLSCertificate, key bool) []byte {
 	if c == nil {
 		return b
 	}
-	b = append(b, uapiTLSCert+"="...)
-	b = base64.StdEncoding.AppendEncode(b, c.CertPEM)
-	b = append(b, '\n')
+	b = appendPEMLines(b, uapiTLSCert, c.CertPEM)
 	if key {
-		b = append(b, uapiTLSKey+"="...)
-		b = base64.StdEncoding.AppendEncode(b, c.KeyPEM)
+		b = appendPEMLines(b, uapiTLSKey, c.KeyPEM)
+	}
+	return b
+}
+
+// appendPEMLines appends pem as k= lines of at most pemChunk bytes each
+// (one empty line for none).
+func appendPEMLines(b []byte, k string, pem []byte) []byte {
+	for first := true; first || len(pem) > 0; first = false {
+		n := min(len(pem), pemChunk)
+		b = append(b, k+"="...)
+		b = base64.StdEncoding.AppendEncode(b, pem[:n])
 		b = append(b, '\n')
+		pem = pem[n:]
 	}
 	return b
 }

@@ -225,7 +225,9 @@ func TestTransportSettingGet(t *testing.T) {
 // The listener's certificate: base64 PEM in UAPI (set and get, never the
 // key in get), file names in a config file and for fips-go set.
 func TestTLSCertificateKeys(t *testing.T) {
-	certPEM, keyPEM := []byte("-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n"), []byte("-----BEGIN PRIVATE KEY-----\nAQ==\n-----END PRIVATE KEY-----\n")
+	// A chain longer than one UAPI line carries.
+	certPEM := []byte(strings.Repeat("-----BEGIN CERTIFICATE-----\n"+strings.Repeat("A", 2000)+"\n-----END CERTIFICATE-----\n", 4))
+	keyPEM := []byte("-----BEGIN PRIVATE KEY-----\nAQ==\n-----END PRIVATE KEY-----\n")
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	os.WriteFile(certFile, certPEM, 0o600)

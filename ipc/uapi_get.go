@@ -271,7 +271,10 @@ func (g *getParser) deviceKV(k, v []byte) error {
 		g.st.Proxy = string(v)
 	case uapiTLSCert:
 		pem, err := base64.StdEncoding.DecodeString(string(v))
-		g.st.TLSCertPEM = pem
+		if len(g.st.TLSCertPEM)+len(pem) > maxPEMFile {
+			return fmt.Errorf("%s over %d bytes", uapiTLSCert, maxPEMFile)
+		}
+		g.st.TLSCertPEM = append(g.st.TLSCertPEM, pem...)
 		return err
 	default:
 		if isObfsKey(string(k)) {
