@@ -481,7 +481,7 @@ func validateConfig(cfg *device.Config) error {
 		if pc.Transport != nil && *pc.Transport > conn.TransportTLS {
 			return fmt.Errorf("uapi: peer %d: unknown transport %v", i, *pc.Transport)
 		}
-		if pc.TLSServerName != nil && strings.ContainsAny(*pc.TLSServerName, "\n=") {
+		if pc.TLSServerName != nil && strings.ContainsAny(*pc.TLSServerName, "\n") {
 			return fmt.Errorf("uapi: peer %d: TLS server name %.64q is not a host name", i, *pc.TLSServerName)
 		}
 		if pc.Endpoint != nil {
