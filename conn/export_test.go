@@ -1,6 +1,8 @@
 package conn
 
-import "time"
+import (
+	"time"
+)
 
 // Hooks for the external tests (package conn_test) into sizing that is not
 // part of the API.
@@ -26,3 +28,6 @@ func TunedStream(t StreamTuning) StreamOptions {
 
 // OpenConns is how many connections s holds or dials.
 func (s *Stream) OpenConns() int { return s.openConns() }
+
+// SelfSignedCertificate is the certificate a Stream makes for itself.
+var SelfSignedCertificate = selfSigned

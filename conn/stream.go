@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -13,14 +14,17 @@ import (
 
 // Stream carries WireGuard datagrams over TCP, beside the UDP bind, for
 // networks that pass only TCP: each datagram is preceded by its length,
-// 16-bit big-endian, as in Mullvad's udp-over-tcp (conn/internal/streamframe).
+// 16-bit big-endian, as in Mullvad's udp-over-tcp (conn/internal/streamframe),
+// on the TCP connection itself (TransportTCP) or inside TLS (TransportTLS,
+// stream_tls.go).
 //
-// It listens, when told to, for peers that connect to it (the server side),
-// and dials an endpoint whose Transport is TransportTCP the first time a
-// datagram is sent to it (the client side). Either way, one connection
-// carries one peer's datagrams both ways, and its remote address, with
-// TransportTCP, is the Endpoint the receive function reports and Send
-// takes: to the device it is just another endpoint.
+// It listens, when told to, for peers that connect to it (the server side;
+// one port serves both, told apart by the first bytes), and dials an
+// endpoint whose Transport is a stream the first time a datagram is sent to
+// it (the client side). Either way, one connection carries one peer's
+// datagrams both ways, and its remote address, with its transport, is the
+// Endpoint the receive function reports and Send takes: to the device it
+// is just another endpoint.
 //
 // Memory is bounded: at most 256 connections, each with a read buffer of
 // streamframe.ReaderSize and a send queue of at most 128 KiB (twice, while
@@ -46,8 +50,20 @@ type Stream struct {
 	lns      []net.Listener
 	port     uint16 // listening port, 0 when not listening
 	mark     uint32
-	conns    map[netip.AddrPort]*streamConn
-	unproven int // accepted connections not yet proven
+	conns    map[connKey]*streamConn
+	unproven int                       // accepted connections not yet proven
+	names    map[netip.AddrPort]string // TLS server names (SetServerName)
+	proxy    *url.URL                  // HTTP CONNECT proxy (SetProxy), nil: none
+
+	tls streamTLS // the listener's TLS configuration (stream_tls.go)
+}
+
+// connKey names a connection: a TCP and a TLS connection to one address
+// may be open at once (the device races them). An accepted connection is
+// filed under TCP until its first bytes show it is TLS.
+type connKey struct {
+	dst netip.AddrPort
+	t   Transport
 }
 
 // StreamOptions configure a Stream. The zero value is a good default.
@@ -124,7 +140,7 @@ func (o StreamOptions) withDefaults() StreamOptions {
 var ErrStreamClosed = fmt.Errorf("conn: stream closed: %w", net.ErrClosed)
 
 // ErrNotStream is returned by Send for an endpoint whose transport is not
-// TransportTCP.
+// a stream (TransportTCP or TransportTLS).
 var ErrNotStream = errors.New("conn: endpoint is not a stream endpoint")
 
 // NewStream returns a Stream that neither listens nor holds a connection:
@@ -133,7 +149,8 @@ func NewStream(opts StreamOptions) *Stream {
 	s := &Stream{
 		opts:  opts.withDefaults(),
 		done:  make(chan struct{}),
-		conns: make(map[netip.AddrPort]*streamConn),
+		conns: make(map[connKey]*streamConn),
+		names: make(map[netip.AddrPort]string),
 	}
 	s.rx.init(s.done)
 	return s
@@ -199,6 +216,20 @@ func (s *Stream) SetMark(mark uint32) {
 	s.mu.Unlock()
 }
 
+// SetServerName sets the name a TLS connection dialed to dst sends as its
+// server name (SNI); "" (the default) sends none. Connections already open
+// keep theirs.
+func (s *Stream) SetServerName(dst netip.AddrPort, name string) {
+	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if name == "" {
+		delete(s.names, dst)
+		return
+	}
+	s.names[dst] = name
+}
+
 // Close closes the listener and every connection and waits for their
 // goroutines; blocked receive functions return ErrStreamClosed. Closing
 // twice is not an error.
@@ -229,10 +260,10 @@ func (s *Stream) Close() error {
 // counted. bufs may be reused when it returns. An empty or over-long
 // datagram is dropped and counted, never sent.
 func (s *Stream) Send(bufs [][]byte, ep Endpoint) error {
-	if ep.Transport != TransportTCP {
+	if !ep.Transport.IsStream() {
 		return ErrNotStream
 	}
-	c, err := s.connFor(ep.Dst)
+	c, err := s.connFor(ep.Dst, ep.Transport)
 	if err != nil {
 		s.ctr.txNoConn.Add(uint64(len(bufs)))
 		return err
@@ -241,15 +272,41 @@ func (s *Stream) Send(bufs [][]byte, ep Endpoint) error {
 	return nil
 }
 
+// Drop closes the connection this Stream dialed to ep, if it has one
+// (one an address dialed in is left alone): the device closes the loser
+// of a race between transports with it.
+func (s *Stream) Drop(ep Endpoint) {
+	k := connKey{netip.AddrPortFrom(ep.Dst.Addr().Unmap(), ep.Dst.Port()), ep.Transport}
+	s.mu.Lock()
+	c := s.conns[k]
+	if c == nil || c.inbound {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.conns, k)
+	s.mu.Unlock()
+	c.shut()
+}
+
+// ViaProxy reports whether ep's connection was dialed through the HTTP
+// proxy.
+func (s *Stream) ViaProxy(ep Endpoint) bool {
+	k := connKey{netip.AddrPortFrom(ep.Dst.Addr().Unmap(), ep.Dst.Port()), ep.Transport}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.conns[k]
+	return c != nil && c.viaProxy
+}
+
 // connFor returns dst's connection, starting a dial when there is none.
-func (s *Stream) connFor(dst netip.AddrPort) (*streamConn, error) {
-	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+func (s *Stream) connFor(dst netip.AddrPort, t Transport) (*streamConn, error) {
+	k := connKey{netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()), t}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, ErrStreamClosed
 	}
-	if c := s.conns[dst]; c != nil {
+	if c := s.conns[k]; c != nil {
 		if !c.failedAt.IsZero() {
 			if c.inbound {
 				return nil, errNoDial
@@ -257,7 +314,7 @@ func (s *Stream) connFor(dst netip.AddrPort) (*streamConn, error) {
 			if time.Since(c.failedAt) < s.opts.dialBackoff {
 				return nil, errDialBackoff
 			}
-			delete(s.conns, dst)
+			delete(s.conns, k)
 		} else {
 			s.proveLocked(c)
 			return c, nil
@@ -270,10 +327,11 @@ func (s *Stream) connFor(dst netip.AddrPort) (*streamConn, error) {
 			return nil, errStreamFull
 		}
 	}
-	c := newStreamConn(s, dst, nil)
-	s.conns[dst] = c
+	c := newStreamConn(s, k, nil)
+	s.conns[k] = c
 	s.wg.Add(1)
-	go c.dial(s.mark)
+	c.viaProxy = s.proxy != nil
+	go c.dial(s.mark, s.names[k.dst], s.proxy)
 	return c, nil
 }
 
@@ -286,9 +344,9 @@ var (
 // pruneLocked forgets failed dials whose back-off is over and closed
 // accepted connections, making room.
 func (s *Stream) pruneLocked() {
-	for dst, c := range s.conns {
+	for k, c := range s.conns {
 		if !c.failedAt.IsZero() && (c.inbound || time.Since(c.failedAt) >= s.opts.dialBackoff) {
-			delete(s.conns, dst)
+			delete(s.conns, k)
 		}
 	}
 }
@@ -337,13 +395,16 @@ func (s *Stream) admit(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	if old := s.conns[dst]; old != nil {
-		delete(s.conns, dst)
-		go old.shut()
+	k := connKey{dst, TransportTCP}
+	for _, t := range []Transport{TransportTCP, TransportTLS} {
+		if old := s.conns[connKey{dst, t}]; old != nil {
+			delete(s.conns, connKey{dst, t})
+			go old.shut()
+		}
 	}
-	c := newStreamConn(s, dst, nc)
+	c := newStreamConn(s, k, nc)
 	c.inbound = true
-	s.conns[dst] = c
+	s.conns[k] = c
 	c.counted = true
 	s.unproven++
 	s.ctr.connsAccepted.Add(1)
@@ -364,14 +425,29 @@ func (s *Stream) forget(c *streamConn, failed bool) {
 		c.counted = false
 		s.unproven--
 	}
-	if s.conns[c.dst] != c {
+	if s.conns[c.key] != c {
 		return
 	}
 	if (failed || c.inbound) && !s.closed {
 		c.failedAt = time.Now()
 		return
 	}
-	delete(s.conns, c.dst)
+	delete(s.conns, c.key)
+}
+
+// refile moves an accepted connection found to be TLS to its key.
+func (s *Stream) refile(c *streamConn, t Transport) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := connKey{c.key.dst, t}
+	if s.conns[c.key] == c {
+		delete(s.conns, c.key)
+		if old := s.conns[k]; old != nil {
+			go old.shut()
+		}
+		s.conns[k] = c
+	}
+	c.key = k
 }
 
 // proveLocked marks c proven: the device sent to it, which it does only

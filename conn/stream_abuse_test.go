@@ -3,6 +3,7 @@ package conn_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -41,6 +42,19 @@ func rawDial(t *testing.T, srv *conn.Stream, addr netip.AddrPort, want int) *net
 	t.Cleanup(func() { c.Close() })
 	waitFor(t, "the stream to hold the connection", func() bool { return srv.OpenConns() >= want })
 	return c.(*net.TCPConn)
+}
+
+// spokenDial is rawDial for a peer that sends one frame (text) first, as
+// any client does before a server sends it anything: an accepted
+// connection is framed on once its first bytes say plain or TLS.
+func spokenDial(t *testing.T, srv *conn.Stream, addr netip.AddrPort, want int, text string) *net.TCPConn {
+	t.Helper()
+	c := rawDial(t, srv, addr, want)
+	if _, err := c.Write(append([]byte{0, byte(len(text))}, text...)); err != nil {
+		t.Fatal(err)
+	}
+	recvText(t, srv, text)
+	return c
 }
 
 // waitFor polls cond for up to 10 s.
@@ -351,7 +365,7 @@ func TestStreamAbuseStalledReaders(t *testing.T) {
 
 	var eps []conn.Endpoint
 	for i := range stalled {
-		c := rawDial(t, srv, addr, 1+i)
+		c := spokenDial(t, srv, addr, 1+i, fmt.Sprintf("stalled %d", i))
 		c.SetReadBuffer(4 << 10) // the kernel holds less for the peer
 		eps = append(eps, conn.Endpoint{Dst: c.LocalAddr().(*net.TCPAddr).AddrPort(), Transport: conn.TransportTCP})
 	}
@@ -436,10 +450,11 @@ func TestStreamAbuseClosedHoldNoBuffers(t *testing.T) {
 	checkServes(t, srv, addr) // the receive chunks, allocated on first use
 	base := heapLive()
 	for i := range peers {
-		c := rawDial(t, srv, addr, 1)
+		c := spokenDial(t, srv, addr, 1, "hi")
 		ep := conn.Endpoint{Dst: c.LocalAddr().(*net.TCPAddr).AddrPort(), Transport: conn.TransportTCP}
 		srv.Send([][]byte{[]byte("hi")}, ep)
 		b := make([]byte, 4)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		if _, err := io.ReadFull(c, b); err != nil {
 			t.Fatal(err)
 		}

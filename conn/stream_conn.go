@@ -5,7 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
-	"net/netip"
+	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -14,27 +14,30 @@ import (
 	"github.com/fips-go/fips-go/conn/internal/streamframe"
 )
 
-// streamConn is one TCP connection of a Stream: a reader goroutine that
-// hands the frames it finds to the Stream's receive function in chunks,
-// and a writer goroutine that writes everything queued since its last
-// write in one call.
+// streamConn is one TCP (or TLS) connection of a Stream: a reader
+// goroutine that hands the frames it finds to the Stream's receive
+// function in chunks, and a writer goroutine that writes everything queued
+// since its last write in one call.
 type streamConn struct {
 	s      *Stream
-	dst    netip.AddrPort
-	ep     Endpoint
+	ep     Endpoint    // owned by the reader once it runs
 	proven atomic.Bool // the device sent to it, or we dialed it
+	isTLS  atomic.Bool // TransportTLS: dialed so, or sniffed
 
 	// Guarded by s.mu.
+	key        connKey
 	counted    bool      // counted in s.unproven
 	failedAt   time.Time // closed: kept as a marker (see Stream.forget)
 	inbound    bool      // accepted, not dialed
+	viaProxy   bool      // dialed through an HTTP proxy
 	proveTimer *time.Timer
 
-	qmu   sync.Mutex // guards q, spare, nc, dead
+	qmu   sync.Mutex // guards q, spare, nc, raw, dead
 	q     []byte     // frames waiting for the writer
 	qn    int        // how many frames q holds
 	spare []byte     // the writer's last buffer, reused for q
-	nc    net.Conn   // nil while dialing
+	nc    net.Conn   // framed on; nil while dialing or sniffing
+	raw   net.Conn   // the TCP connection under nc, once there is one
 	dead  bool
 
 	wake      chan struct{} // 1-buffered: q has something
@@ -42,15 +45,19 @@ type streamConn struct {
 	closeOnce sync.Once
 }
 
-func newStreamConn(s *Stream, dst netip.AddrPort, nc net.Conn) *streamConn {
-	return &streamConn{
+// newStreamConn makes a connection for k: dialing when raw is nil, else
+// accepted (and not framed on until sniffed).
+func newStreamConn(s *Stream, k connKey, raw net.Conn) *streamConn {
+	c := &streamConn{
 		s:      s,
-		dst:    dst,
-		ep:     Endpoint{Dst: dst, Transport: TransportTCP},
-		nc:     nc,
+		key:    k,
+		ep:     Endpoint{Dst: k.dst, Transport: k.t},
+		raw:    raw,
 		wake:   make(chan struct{}, 1),
 		closed: make(chan struct{}),
 	}
+	c.isTLS.Store(k.t == TransportTLS)
+	return c
 }
 
 // enqueue frames bufs onto the queue; a frame that does not fit is dropped
@@ -87,11 +94,12 @@ func (c *streamConn) enqueue(bufs [][]byte) {
 		default:
 		}
 	}
-	c.s.ctr.txQueued(frames, bytes, drops, bad)
+	c.s.ctr.txQueued(frames, bytes, drops, bad, c.isTLS.Load())
 }
 
-// dial connects a client-side connection, then serves it.
-func (c *streamConn) dial(mark uint32) {
+// dial connects a client-side connection (TLS when its transport says so,
+// naming serverName), then serves it.
+func (c *streamConn) dial(mark uint32, serverName string, proxy *url.URL) {
 	defer c.s.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), c.s.opts.dialTimeout)
 	go func() {
@@ -101,23 +109,20 @@ func (c *streamConn) dial(mark uint32) {
 		}
 		cancel()
 	}()
-	nc, err := c.s.opts.dial(ctx, c.dst, mark)
+	raw, err := c.s.dialVia(ctx, proxy, c.ep.Dst, mark)
+	nc := raw
+	if err == nil && c.ep.Transport == TransportTLS {
+		nc, err = clientTLS(ctx, raw, serverName)
+	}
 	cancel()
 	if err != nil {
 		c.s.ctr.dialFailures.Add(1)
-		c.s.opts.Logf("conn: stream dial %v: %v", c.dst, err)
+		c.s.opts.Logf("conn: stream dial %v (%v): %v", c.ep.Dst, c.ep.Transport, err)
 		c.shut()
 		c.s.forget(c, true)
 		return
 	}
-	c.qmu.Lock()
-	dead := c.dead
-	if !dead {
-		c.nc = nc
-	}
-	c.qmu.Unlock()
-	if dead {
-		nc.Close()
+	if !c.ready(nc, raw) {
 		return
 	}
 	c.proven.Store(true)
@@ -132,7 +137,7 @@ func (c *streamConn) shut() {
 	c.closeOnce.Do(func() {
 		c.qmu.Lock()
 		c.dead = true
-		nc := c.nc
+		nc := c.raw
 		lost := c.qn
 		c.q, c.qn, c.spare = nil, 0, nil
 		c.qmu.Unlock()
@@ -144,6 +149,28 @@ func (c *streamConn) shut() {
 			nc.Close()
 		}
 	})
+}
+
+// ready makes nc the connection frames are written to (raw under it),
+// and wakes the writer for what was queued meanwhile; false, with both
+// closed, when c was shut first.
+func (c *streamConn) ready(nc, raw net.Conn) bool {
+	c.qmu.Lock()
+	dead := c.dead
+	if !dead {
+		c.nc, c.raw = nc, raw
+	}
+	c.qmu.Unlock()
+	if dead {
+		nc.Close()
+		raw.Close()
+		return false
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return true
 }
 
 // closeFor shuts c and forgets it, counting why in reason (nil: the peer
@@ -207,8 +234,13 @@ func (c *streamConn) writeLoop() {
 func (c *streamConn) readLoop() {
 	defer c.s.wg.Done()
 	c.qmu.Lock()
-	nc := c.nc
+	nc, raw := c.nc, c.raw
 	c.qmu.Unlock()
+	if nc == nil {
+		if nc = c.sniffed(raw); nc == nil {
+			return
+		}
+	}
 	fr := streamframe.NewReader(nc)
 	unproven := 0
 	// over counts a frame from a connection still unproven and reports
@@ -267,5 +299,41 @@ func (c *streamConn) readFailed(err error) {
 		c.closeFor(&c.s.ctr.badFrames)
 	default:
 		c.closeFor(nil)
+	}
+}
+
+// sniffed finds out whether an accepted connection is plain or TLS and
+// returns the connection to frame on, nil when it was closed instead.
+func (c *streamConn) sniffed(raw net.Conn) net.Conn {
+	nc, t, err := c.s.sniff(raw)
+	if err != nil {
+		c.sniffFailed(err)
+		return nil
+	}
+	if t == TransportTLS {
+		c.s.ctr.tlsAccepted.Add(1)
+		c.s.refile(c, t)
+		c.ep.Transport = t
+		c.isTLS.Store(true)
+	}
+	if !c.ready(nc, raw) {
+		return nil
+	}
+	return nc
+}
+
+// sniffFailed closes an accepted connection whose first bytes or TLS
+// handshake did not arrive whole, counting why.
+func (c *streamConn) sniffFailed(err error) {
+	select {
+	case <-c.closed: // the unproven timer or Close shut it, and counted
+		return
+	default:
+	}
+	switch {
+	case errors.Is(err, io.EOF):
+		c.closeFor(nil)
+	default:
+		c.closeFor(&c.s.ctr.badFrames)
 	}
 }

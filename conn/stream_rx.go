@@ -110,9 +110,10 @@ func (r *streamRx) receive(ctr *streamCounters) ReceiveFunc {
 // fill copies frames from the current chunk and then any ready ones into
 // bufs, without waiting.
 func (r *streamRx) fill(bufs [][]byte, sizes []int, eps []Endpoint, ctr *streamCounters) (n, oversize int) {
-	var bytes uint64
+	var bytes, tlsBytes uint64
 	for n < len(bufs) && r.cur != nil {
 		c := r.cur
+		before := bytes
 		for r.idx < len(c.ends) && n < len(bufs) {
 			start := 0
 			if r.idx > 0 {
@@ -129,6 +130,9 @@ func (r *streamRx) fill(bufs [][]byte, sizes []int, eps []Endpoint, ctr *streamC
 			bytes += uint64(len(f))
 			n++
 		}
+		if c.ep.Transport == TransportTLS {
+			tlsBytes += bytes - before
+		}
 		if r.idx < len(c.ends) {
 			break
 		}
@@ -142,6 +146,9 @@ func (r *streamRx) fill(bufs [][]byte, sizes []int, eps []Endpoint, ctr *streamC
 	}
 	ctr.rxFrames.Add(uint64(n))
 	ctr.rxBytes.Add(bytes)
+	if tlsBytes > 0 {
+		ctr.tlsRxBytes.Add(tlsBytes)
+	}
 	ctr.rxOversize.Add(uint64(oversize))
 	return n, oversize
 }
@@ -150,16 +157,20 @@ func (r *streamRx) fill(bufs [][]byte, sizes []int, eps []Endpoint, ctr *streamC
 type streamCounters struct {
 	connsAccepted, connsDialed, connsClosed, connsRejected atomic.Uint64
 	dialFailures, badFrames, unprovenTimeouts              atomic.Uint64
-	unprovenExcess, writeTimeouts                          atomic.Uint64
+	unprovenExcess, writeTimeouts, tlsAccepted             atomic.Uint64
+	tlsRxBytes, tlsTxBytes                                 atomic.Uint64
 	rxFrames, rxBytes, rxOversize                          atomic.Uint64
 	txFrames, txBytes, txWrites, txQueueDrops              atomic.Uint64
 	txBad, txNoConn                                        atomic.Uint64
 }
 
-func (c *streamCounters) txQueued(frames, bytes, drops, bad uint64) {
+func (c *streamCounters) txQueued(frames, bytes, drops, bad uint64, tls bool) {
 	if frames > 0 {
 		c.txFrames.Add(frames)
 		c.txBytes.Add(bytes)
+		if tls {
+			c.tlsTxBytes.Add(bytes)
+		}
 	}
 	if drops > 0 {
 		c.txQueueDrops.Add(drops)
@@ -175,6 +186,7 @@ type StreamStats struct {
 	ConnsDialed   uint64 // connections dialed and established
 	ConnsClosed   uint64 // connections closed, for any reason
 	ConnsRejected uint64 // accepts (or dials) refused for a cap
+	TLSAccepted   uint64 // accepted connections that were TLS
 	DialFailures  uint64
 	// BadFrames counts connections closed for a zero-length frame or a
 	// stream that ended inside a frame.
@@ -191,10 +203,13 @@ type StreamStats struct {
 	RxOversize    uint64 // frames larger than the receive buffers, dropped
 	TxFrames      uint64 // frames queued for writing
 	TxBytes       uint64 // their datagram bytes (framing not included)
-	TxWrites      uint64 // write calls: TxFrames/TxWrites is the coalescing
-	TxQueueDrops  uint64 // frames dropped because the connection's queue was full
-	TxBad         uint64 // empty or over-long datagrams, never sent
-	TxNoConn      uint64 // frames dropped with no connection to send them on
+	// TLSRxBytes and TLSTxBytes are the part of RxBytes and TxBytes that
+	// went over TLS; the rest went over plain TCP.
+	TLSRxBytes, TLSTxBytes uint64
+	TxWrites               uint64 // write calls: TxFrames/TxWrites is the coalescing
+	TxQueueDrops           uint64 // frames dropped because the connection's queue was full
+	TxBad                  uint64 // empty or over-long datagrams, never sent
+	TxNoConn               uint64 // frames dropped with no connection to send them on
 }
 
 // Stats returns the counters.
@@ -203,6 +218,8 @@ func (s *Stream) Stats() StreamStats {
 	return StreamStats{
 		ConnsAccepted: c.connsAccepted.Load(), ConnsDialed: c.connsDialed.Load(),
 		ConnsClosed: c.connsClosed.Load(), ConnsRejected: c.connsRejected.Load(),
+		TLSAccepted: c.tlsAccepted.Load(),
+		TLSRxBytes:  c.tlsRxBytes.Load(), TLSTxBytes: c.tlsTxBytes.Load(),
 		DialFailures: c.dialFailures.Load(), BadFrames: c.badFrames.Load(),
 		UnprovenTimeouts: c.unprovenTimeouts.Load(), UnprovenExcess: c.unprovenExcess.Load(),
 		WriteTimeouts: c.writeTimeouts.Load(),

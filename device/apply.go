@@ -1,6 +1,7 @@
 package device
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -23,13 +24,28 @@ func validate(cfg *Config) error {
 	if err := validateObfuscation(cfg.Obfuscation); err != nil {
 		return err
 	}
+	if cfg.Proxy != nil && *cfg.Proxy != "" {
+		if _, err := conn.ParseProxy(*cfg.Proxy); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+	}
+	if c := cfg.TLSCertificate; c != nil && (len(c.CertPEM) > 0 || len(c.KeyPEM) > 0) {
+		if _, err := tls.X509KeyPair(c.CertPEM, c.KeyPEM); err != nil {
+			return fmt.Errorf("%w: TLS certificate: %w", ErrInvalidConfig, err)
+		}
+	}
 	for i := range cfg.Peers {
 		pc := &cfg.Peers[i]
 		if pc.PublicKey.IsZero() {
 			return fmt.Errorf("%w: peer %d has an all-zero public key", ErrInvalidConfig, i)
 		}
-		if pc.Transport != nil && *pc.Transport > conn.TransportAuto {
+		if pc.Transport != nil && *pc.Transport > conn.TransportTLS {
 			return fmt.Errorf("%w: peer %s: unknown transport %v", ErrInvalidConfig, pc.PublicKey, *pc.Transport)
+		}
+		if pc.TLSServerName != nil {
+			if err := validServerName(*pc.TLSServerName); err != nil {
+				return fmt.Errorf("%w: peer %s: %w", ErrInvalidConfig, pc.PublicKey, err)
+			}
 		}
 		if pc.ProtocolVersion != nil && *pc.ProtocolVersion != 1 {
 			return fmt.Errorf("%w: peer %s: protocol_version %d is not supported (only 1)", ErrInvalidConfig, pc.PublicKey, *pc.ProtocolVersion)
@@ -91,6 +107,12 @@ func (d *Device) Apply(cfg *Config) (err error) {
 	}
 	if cfg.PrivateKey != nil {
 		d.setPrivateKeyLocked(*cfg.PrivateKey)
+	}
+	if cfg.Proxy != nil {
+		d.setProxyLocked(*cfg.Proxy)
+	}
+	if cfg.TLSCertificate != nil {
+		d.setCertificateLocked(*cfg.TLSCertificate)
 	}
 	if cfg.Obfuscation != nil {
 		d.setObfuscation(cfg.Obfuscation)
@@ -214,6 +236,9 @@ func (d *Device) applyPeerLocked(pc *PeerConfig, now time.Time) {
 	if pc.Endpoint != nil {
 		p.setEndpoint(conn.Endpoint{Dst: netip.AddrPortFrom(pc.Endpoint.Addr().Unmap(), pc.Endpoint.Port()), Transport: endpointTransport(p.transport)})
 	}
+	if pc.TLSServerName != nil || pc.Endpoint != nil {
+		p.fileServerNameLocked(pc.TLSServerName)
+	}
 	p.mu.Lock()
 	if pc.PresharedKey != nil {
 		p.hs.SetPresharedKey(*pc.PresharedKey)
@@ -257,6 +282,7 @@ func (d *Device) removePeerLocked(p *Peer) {
 	// removed first: deliver checks it under aipMu, so no batch of p can
 	// find p's routes gone without also finding p removed.
 	p.removed.Store(true)
+	p.fileServerNameLocked(new(string))
 	p.forgetEndpoint()
 	d.aipMu.Lock()
 	d.aip.RemoveAll(p)
@@ -272,7 +298,7 @@ func (d *Device) removePeerLocked(p *Peer) {
 // Status is a snapshot of the configuration and counters.
 func (d *Device) Status() Status {
 	d.cfgMu.Lock()
-	st := Status{ListenPort: d.listenPort, FwMark: d.fwmark, StreamListen: d.streamListen}
+	st := Status{ListenPort: d.listenPort, FwMark: d.fwmark, StreamListen: d.streamListen, Proxy: d.proxy, TLSCertPEM: d.tlsCertPEM}
 	d.cfgMu.Unlock()
 	st.StreamPort = d.stream.Port()
 	if s := d.static.Load(); s != nil {
@@ -321,10 +347,15 @@ func (p *Peer) status(aips []netip.Prefix) PeerStatus {
 	}
 	if ep, ok := p.endpoint(); ok {
 		ps.Endpoint, ps.Transport = ep.Dst, ep.Transport
+		if ep.Transport.IsStream() {
+			ps.ViaProxy = p.d.stream.ViaProxy(ep)
+		}
 	}
 	p.mu.Lock()
 	ps.PresharedKey = p.hs.PresharedKey()
 	ps.LastHandshake = p.lastHSAt
+	ps.TLSServerName = p.sni
+	ps.TransportSetting = p.transport
 	ps.PersistentKeepalive = p.keepalive
 	p.mu.Unlock()
 	return ps

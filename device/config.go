@@ -23,6 +23,18 @@ type Config struct {
 	// StreamListen, when set, turns the TCP listener for peers' streams
 	// on or off.
 	StreamListen *StreamListen
+	// Proxy, when set, is the HTTP CONNECT proxy streams are dialed
+	// through, http://[user:password@]host[:port] ("": none).
+	Proxy *string
+	// TLSCertificate, when set, is the certificate the stream listener
+	// serves to TLS clients; an empty one goes back to a self-signed
+	// certificate made in memory.
+	TLSCertificate *TLSCertificate
+}
+
+// TLSCertificate is a PEM certificate chain and its PEM private key.
+type TLSCertificate struct {
+	CertPEM, KeyPEM []byte
 }
 
 // PeerConfig changes one peer, identified by its public key.
@@ -41,12 +53,15 @@ type PeerConfig struct {
 	// ProtocolVersion, when set, must be 1.
 	ProtocolVersion *int
 	// Transport, when set, is how datagrams to the configured endpoint
-	// travel: UDP, or a TCP stream the device dials.
+	// travel: UDP, or a TCP or TLS stream the device dials, or auto.
 	Transport *conn.Transport
 	// PathProbes, when set, turns path-MTU probes on or off for this peer
 	// (Options.PathProbes is the default for peers that never say): on
 	// for peers that run fips-go, off for stock ones.
 	PathProbes *bool
+	// TLSServerName, when set, is the server name (SNI) a TLS stream to
+	// the peer sends; "" sends none (the default).
+	TLSServerName *string
 }
 
 // AllowedIPChange adds a prefix to a peer, or with Remove takes that one
@@ -68,7 +83,12 @@ type Status struct {
 	// TCP port it listens on (0: none).
 	StreamListen StreamListen
 	StreamPort   uint16
-	Peers        []PeerStatus
+	// Proxy is the HTTP proxy streams are dialed through ("": none).
+	Proxy string
+	// TLSCertPEM is the certificate chain the stream listener serves when
+	// one was given (nil: a self-signed one).
+	TLSCertPEM []byte
+	Peers      []PeerStatus
 	// Counters are fips-go's own counters (drops by reason, handshakes,
 	// offload fallbacks), in a stable order, name then value.
 	Counters []Counter
@@ -89,8 +109,14 @@ type PeerStatus struct {
 	// "probe"; "unknown" with 0). fips-go's own: wg never sees them.
 	PathMTU       int
 	PathMTUSource string
-	// Transport is the transport of the peer's current endpoint.
-	Transport conn.Transport
+	// Transport is the transport of the peer's current endpoint,
+	// TransportSetting the one configured (auto chooses Transport), and
+	// ViaProxy whether the current stream was dialed through the proxy.
+	Transport        conn.Transport
+	TransportSetting conn.Transport
+	ViaProxy         bool
+	// TLSServerName is the configured SNI ("" when none).
+	TLSServerName string
 	// PathProbes is the peer's own probe setting (nil: the device's
 	// default), PathProbesOn whether its path is probed.
 	PathProbes   *bool

@@ -73,6 +73,8 @@ type Device struct {
 	// streamListen is its configuration, guarded by cfgMu.
 	stream       *conn.Stream
 	streamListen StreamListen
+	proxy        string // the HTTP proxy as configured, "" none (stream.go)
+	tlsCertPEM   []byte // the TLS certificate given, nil none (stream.go)
 
 	static  atomic.Pointer[noise.Static] // nil: no private key
 	checker atomic.Pointer[noise.CookieChecker]

@@ -2,69 +2,139 @@ package device
 
 import (
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/fips-go/fips-go/conn"
 )
 
 // fallback chooses the transport of a peer configured with
-// conn.TransportAuto, one handshake initiation at a time: UDP first; once
-// fallbackAfter initiations in a row went unanswered, the stream, to the
-// same address and port number (the peer's stream listener follows its UDP
-// port by default); and while on the stream, the first initiation of each
-// new attempt (the rekey of a running session) goes over UDP as a probe.
-// An answer over UDP moves the peer back there, as roaming moves any peer:
-// the response's endpoint becomes the peer's. A probe that goes unanswered
-// costs one retry (Rekey-Timeout), well inside the old session's life.
+// conn.TransportAuto, one handshake initiation at a time:
+//
+//   - UDP first;
+//   - once fallbackAfter initiations in a row went unanswered, the streams,
+//     to the same address and port number (the peer's stream listener
+//     follows its UDP port by default), raced as Happy Eyeballs races
+//     addresses: the initiation goes over TCP, and raceDelay later, unless
+//     answered meanwhile, the same initiation over TLS. The responder takes
+//     whichever arrives first (the other is a replayed timestamp), answers
+//     on that connection, and its response's endpoint becomes the peer's;
+//     the losing connection is closed;
+//   - while on a stream, the first initiation of each new attempt goes over
+//     UDP as a probe; the next over the stream the peer is on; after that
+//     the streams are raced again. New attempts come with each rekey, and
+//     while data flows on a stream at least every probeEvery (probeDue).
+//
+// An answer over UDP moves the peer back there, as roaming moves any peer.
+// A probe that goes unanswered costs one retry (Rekey-Timeout), well
+// inside the old session's life. The decisions are pure; the device does
+// the sending (initiateAttempt) and the timing (raceDelay, probeDue).
 type fallback struct {
 	mu         sync.Mutex // guards the fields below; a leaf
 	auto       bool       // the peer is configured with TransportAuto
 	unanswered int        // initiations since the last response
+	// nextProbe is when a UDP probe is due (Unix ns; 0: none), read on
+	// the send path without mu.
+	nextProbe atomic.Int64
 }
 
-// fallbackAfter is how many unanswered initiations over UDP send the next
-// one over the stream: one lost initiation costs Rekey-Timeout (5 s), so
-// the stream is tried about 5 s after a first attempt.
-const fallbackAfter = 1
+const (
+	// fallbackAfter is how many unanswered initiations over UDP send the
+	// next one over the streams: one lost initiation costs Rekey-Timeout
+	// (5 s), so the streams are tried about 5 s after a first attempt.
+	fallbackAfter = 1
+	// raceDelay is how long TCP has before TLS is tried beside it: about
+	// what a TCP handshake plus a WireGuard handshake take on a slow path,
+	// short beside the 5 s the UDP attempt already cost.
+	raceDelay = 250 * time.Millisecond
+	// probeEvery is how often a peer on a stream that sends data tries
+	// UDP again: the switch back to UDP takes at most this long (plus a
+	// round trip) once UDP passes, and costs one handshake per interval
+	// while it does not.
+	probeEvery = 30 * time.Second
+)
+
+// attempt is what one initiation does: go to first now and, when race is
+// set (valid Dst), to race raceDelay later unless answered meanwhile.
+type attempt struct {
+	first, race conn.Endpoint
+}
 
 // set turns the policy on or off (configuration).
 func (f *fallback) set(auto bool) {
 	f.mu.Lock()
 	f.auto, f.unanswered = auto, 0
+	f.nextProbe.Store(0)
 	f.mu.Unlock()
 }
 
-// pick returns the endpoint the next initiation goes to, given the peer's
-// current one, and whether the peer should move there (persist) or only
-// probe it with this initiation.
-func (f *fallback) pick(ep conn.Endpoint) (next conn.Endpoint, persist bool) {
+// pick returns where the next initiation goes, given the peer's current
+// endpoint.
+func (f *fallback) pick(ep conn.Endpoint) attempt {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.auto {
-		return ep, false
+		return attempt{first: ep}
 	}
 	f.unanswered++
-	next = ep
-	switch ep.Transport {
-	case conn.TransportUDP:
-		if f.unanswered > fallbackAfter {
-			next.Transport = conn.TransportTCP
+	via := func(t conn.Transport) conn.Endpoint {
+		next := ep
+		if next.Transport != t {
+			next.Transport = t
 			next.ClearSrc()
-			return next, true
 		}
-	case conn.TransportTCP:
-		if f.unanswered == 1 {
-			next.Transport = conn.TransportUDP
-			return next, false
-		}
+		return next
 	}
-	return ep, false
+	race := attempt{first: via(conn.TransportTCP), race: via(conn.TransportTLS)}
+	switch {
+	case ep.Transport == conn.TransportUDP:
+		if f.unanswered > fallbackAfter {
+			return race
+		}
+	case f.unanswered == 1:
+		return attempt{first: via(conn.TransportUDP)}
+	case f.unanswered > 2:
+		return race
+	}
+	return attempt{first: ep}
 }
 
-// answered records a handshake response.
-func (f *fallback) answered() {
+// answeredAt records a handshake response that came over t at now. It
+// returns the stream transports whose connections the peer no longer
+// needs (the loser of a race; both, back on UDP) and schedules the UDP
+// probes while on a stream.
+func (f *fallback) answeredAt(t conn.Transport, now time.Time) (drop []conn.Transport) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.unanswered = 0
-	f.mu.Unlock()
+	switch {
+	case !f.auto:
+		return nil
+	case !t.IsStream():
+		f.nextProbe.Store(0)
+		return streamsBoth
+	}
+	f.nextProbe.Store(now.Add(probeEvery).UnixNano())
+	if t == conn.TransportTCP {
+		return streamsTLS
+	}
+	return streamsTCP
+}
+
+var (
+	streamsBoth = []conn.Transport{conn.TransportTCP, conn.TransportTLS}
+	streamsTCP  = streamsBoth[:1]
+	streamsTLS  = streamsBoth[1:]
+)
+
+// probeDue reports, at most once per probeEvery, whether a peer on a
+// stream should start a handshake (whose first initiation probes UDP).
+func (f *fallback) probeDue(now time.Time) bool {
+	at := f.nextProbe.Load()
+	if at == 0 || now.UnixNano() < at {
+		return false
+	}
+	return f.nextProbe.CompareAndSwap(at, now.Add(probeEvery).UnixNano())
 }
 
 // endpointTransport is the transport an endpoint configured with t starts

@@ -439,7 +439,9 @@ func (d *Device) handleResponse(msg []byte, ep conn.Endpoint, now time.Time) {
 	haveStaged := len(p.staged) > 0
 	p.sendStagedSoonLocked(now)
 	p.mu.Unlock()
-	p.fb.answered()
+	for _, t := range p.fb.answeredAt(ep.Transport, now) {
+		d.stream.Drop(conn.Endpoint{Dst: ep.Dst, Transport: t})
+	}
 	p.setEndpoint(ep)
 	p.carry().lastRx.Store(now.Unix())
 	p.emit(HandshakeCompleted, now)
@@ -497,12 +499,23 @@ func (p *Peer) initiateAttempt(now time.Time, retry, byCookie bool) {
 	p.timers.AuthenticatedTraversal(now)
 	p.rescheduleLocked()
 	p.mu.Unlock()
-	if next, persist := p.fb.pick(ep); next != ep {
-		if persist {
-			p.setEndpoint(next)
-		}
-		ep = next
+	at := p.fb.pick(ep)
+	p.sendInitiation(ob, out, at.first)
+	if at.race.Dst.IsValid() {
+		time.AfterFunc(raceDelay, func() {
+			p.mu.Lock()
+			pending := p.hsIndex == idx && !p.removed.Load()
+			p.mu.Unlock()
+			if pending {
+				p.sendInitiation(ob, out, at.race)
+			}
+		})
 	}
+}
+
+// sendInitiation sends an initiation (and its junk) to ep.
+func (p *Peer) sendInitiation(ob *obfs.Params, out []byte, ep conn.Endpoint) {
+	d := p.d
 	d.sendJunk(ob, ep)
 	p.txBytes.Add(uint64(len(out)))
 	if err := d.send([][]byte{out}, ep); err == nil {

@@ -1,6 +1,7 @@
 package device
 
 import (
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,10 +55,14 @@ type Peer struct {
 
 	cookies *noise.CookieGenerator // safe for concurrent use
 
-	// transport is how the configured endpoint is reached, guarded by
-	// d.cfgMu (stream.go).
+	// transport is how the configured endpoint is reached (stream.go):
+	// written under both d.cfgMu and mu, read under either.
 	transport conn.Transport
 	fb        fallback // TransportAuto's choice (fallback.go)
+	// sni is the TLS server name (guarded by mu), filed with the Stream
+	// under sniDst (guarded by d.cfgMu; stream.go).
+	sni    string
+	sniDst netip.AddrPort
 
 	epMu    sync.RWMutex // guards ep
 	ep      conn.Endpoint

@@ -235,7 +235,9 @@ func (p *Peer) sendBatchTxLocked(b *batch, now time.Time) {
 	p.timers.AuthenticatedSent(now)
 	p.timers.AuthenticatedTraversal(now)
 	p.rescheduleLocked()
-	rekey := d.tp.RekeyOnSend(kp.Created, kp.Initiator, kp.SendCount(), now)
+	// A peer on a stream by fallback also starts a handshake when a UDP
+	// probe is due: its first initiation goes over UDP (fallback.go).
+	rekey := d.tp.RekeyOnSend(kp.Created, kp.Initiator, kp.SendCount(), now) || p.fb.probeDue(now)
 	queued := b.n > 0
 	if queued && !direct {
 		sendq.push(b)

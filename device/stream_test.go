@@ -143,3 +143,46 @@ func TestStreamOffByDefault(t *testing.T) {
 		}
 	}
 }
+
+// A peer pinned to TLS reaches the other's listener (the same port that
+// serves plain TCP) inside TLS: handshake and data both ways, no UDP, and
+// both ends say the peer uses TLS.
+func TestStreamTLSCarriesTheTunnel(t *testing.T) {
+	a, b, udp, tcpEp := streamPair(t)
+	tlsT := conn.TransportTLS
+	sni := "www.example.com"
+	if err := a.dev.Apply(&Config{Peers: []PeerConfig{{PublicKey: b.key.PublicKey(), Endpoint: &tcpEp, Transport: &tlsT, TLSServerName: &sni}}}); err != nil {
+		t.Fatal(err)
+	}
+	pingPong(t, a, b, 1)
+	if n := udp.Load(); n != 0 {
+		t.Fatalf("%d UDP datagrams crossed the network", n)
+	}
+	if ps := peerStatus(t, a, b); ps.Transport != conn.TransportTLS || ps.TLSServerName != sni {
+		t.Fatalf("a's peer: %v via %v, SNI %q", ps.Endpoint, ps.Transport, ps.TLSServerName)
+	}
+	if ps := peerStatus(t, b, a); ps.Transport != conn.TransportTLS {
+		t.Fatalf("b's peer: %v via %v", ps.Endpoint, ps.Transport)
+	}
+	if c := counter(b.dev.Status(), "stream_tls_accepted"); c != 1 {
+		t.Fatalf("stream_tls_accepted = %d", c)
+	}
+}
+
+// Status says how each peer is configured and what it uses now: an auto
+// peer on UDP, then (UDP lost) on a stream.
+func TestStreamTransportStatus(t *testing.T) {
+	a, b, _, _ := streamPair(t)
+	auto := conn.TransportAuto
+	if err := a.dev.Apply(&Config{Peers: []PeerConfig{{PublicKey: b.key.PublicKey(), Transport: &auto}}}); err != nil {
+		t.Fatal(err)
+	}
+	pingPong(t, a, b, 1)
+	ps := peerStatus(t, a, b)
+	if ps.Transport != conn.TransportUDP || ps.TransportSetting != conn.TransportAuto || ps.ViaProxy {
+		t.Fatalf("auto peer on UDP: %v, setting %v, via proxy %v", ps.Transport, ps.TransportSetting, ps.ViaProxy)
+	}
+	if ps := peerStatus(t, b, a); ps.TransportSetting != conn.TransportUDP {
+		t.Fatalf("b's peer setting %v", ps.TransportSetting)
+	}
+}

@@ -24,6 +24,8 @@ func FuzzParseSet(f *testing.F) {
 		}
 	}
 	f.Add("public_key=" + hexKey(1) + "\nendpoint=[::ffff:1.2.3.4%x]:9\nallowed_ip=::ffff:1.2.3.4/100\n\n")
+	f.Add("fips_proxy=http://u:p@proxy:3128\nfips_tls_cert=QUFB\nfips_tls_cert=\nfips_tls_key=QQ==\npublic_key=" + hexKey(1) +
+		"\nfips_transport=tls\nfips_tls_sni=www.example.com\n\n")
 	f.Fuzz(func(t *testing.T, req string) {
 		cfg, err := ipc.ParseSet(strings.NewReader(req), 1<<16)
 		if err != nil {

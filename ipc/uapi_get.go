@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -60,6 +61,10 @@ func WriteGet(w io.Writer, st device.Status) error {
 	}
 	b = appendObfs(b, st.Obfuscation, false)
 	b = appendStreamListen(b, st.StreamListen)
+	b = appendProxy(b, st.Proxy)
+	if st.TLSCertPEM != nil {
+		b = appendTLSCert(b, &device.TLSCertificate{CertPEM: st.TLSCertPEM}, false)
+	}
 	for i := range st.Peers {
 		b = appendPeerStatus(b, &st.Peers[i])
 		if len(b) >= flushAt {
@@ -85,9 +90,10 @@ func appendPeerStatus(b []byte, ps *device.PeerStatus) []byte {
 		b = append(b, "endpoint="...)
 		b = ps.Endpoint.AppendTo(b)
 		b = append(b, '\n')
-		b = appendTransport(b, ps.Transport)
+		b = appendTransport(b, ps)
 	}
 	b = appendPathProbes(b, ps.PathProbes)
+	b = appendServerName(b, ps.TLSServerName)
 	var sec, nsec int64
 	if !ps.LastHandshake.IsZero() {
 		sec, nsec = ps.LastHandshake.Unix(), int64(ps.LastHandshake.Nanosecond())
@@ -269,6 +275,15 @@ func (g *getParser) deviceKV(k, v []byte) error {
 		sl, err := parseStreamListen(string(v))
 		g.st.StreamListen = sl
 		return err
+	case uapiProxy:
+		g.st.Proxy = string(v)
+	case uapiTLSCert:
+		pem, err := base64.StdEncoding.DecodeString(string(v))
+		if len(g.st.TLSCertPEM)+len(pem) > maxPEMFile {
+			return fmt.Errorf("%s over %d bytes", uapiTLSCert, maxPEMFile)
+		}
+		g.st.TLSCertPEM = append(g.st.TLSCertPEM, pem...)
+		return err
 	default:
 		if isObfsKey(string(k)) {
 			o := &g.st.Obfuscation
@@ -296,6 +311,16 @@ func (g *getParser) peerKV(ps *device.PeerStatus, hs *[2]int64, k, v []byte) err
 		}
 	case uapiPathProbes:
 		ps.PathProbes, err = parsePathProbes(string(v))
+	case uapiTLSSNI:
+		ps.TLSServerName = string(v)
+	case uapiTransportSetting:
+		var t *conn.Transport
+		if t, err = parseTransport(string(v)); err == nil {
+			ps.TransportSetting = *t
+		}
+	case uapiViaProxy:
+		err = parseTrue(v)
+		ps.ViaProxy = err == nil
 	case "last_handshake_time_sec":
 		n, err = parseDecimal(v, 63)
 		hs[0] = int64(n)

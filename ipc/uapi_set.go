@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/netip"
 	"strconv"
+	"strings"
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
@@ -178,6 +179,16 @@ func (p *setParser) deviceLine(k, v []byte) *Error {
 			return wrapError(ErrnoInvalid, err, uapiTCPListen)
 		}
 		p.cfg.StreamListen = &sl
+	case uapiProxy:
+		px, err := parseProxy(string(v))
+		if err != nil {
+			return wrapError(ErrnoInvalid, err, uapiProxy)
+		}
+		p.cfg.Proxy = px
+	case uapiTLSCert, uapiTLSKey:
+		if err := setTLSBase64(&p.cfg, string(k) == uapiTLSKey, v); err != nil {
+			return wrapError(ErrnoInvalid, err, "%s", k)
+		}
 	default:
 		if isObfsKey(string(k)) {
 			if err := setObfsKey(&p.cfg.Obfuscation, string(k), string(v)); err != nil {
@@ -239,6 +250,9 @@ func (p *setParser) peerLine(pc *device.PeerConfig, k, v []byte) *Error {
 		pc.Transport, err = parseTransport(string(v))
 	case uapiPathProbes:
 		pc.PathProbes, err = parsePathProbes(string(v))
+	case uapiTLSSNI:
+		name := string(v)
+		pc.TLSServerName = &name
 	default:
 		return errorf(ErrnoInvalid, "%q is not a peer key", truncate(k))
 	}
@@ -384,6 +398,15 @@ func WriteSet(w io.Writer, cfg *device.Config) error {
 		b = append(b, formatStreamListen(*cfg.StreamListen)...)
 		b = append(b, '\n')
 	}
+	if cfg.Proxy != nil {
+		if _, err := parseProxy(*cfg.Proxy); err != nil {
+			return err
+		}
+		b = append(b, uapiProxy+"="...)
+		b = append(b, *cfg.Proxy...)
+		b = append(b, '\n')
+	}
+	b = appendTLSCert(b, cfg.TLSCertificate, true)
 	if cfg.ReplacePeers {
 		b = append(b, "replace_peers=true\n"...)
 	}
@@ -421,6 +444,11 @@ func appendPeerConfig(b []byte, pc *device.PeerConfig) []byte {
 		b = append(b, '\n')
 	}
 	b = appendPathProbes(b, pc.PathProbes)
+	if pc.TLSServerName != nil {
+		b = append(b, uapiTLSSNI+"="...)
+		b = append(b, *pc.TLSServerName...)
+		b = append(b, '\n')
+	}
 	if pc.Endpoint != nil {
 		b = append(b, "endpoint="...)
 		b = pc.Endpoint.AppendTo(b)
@@ -454,8 +482,11 @@ func validateConfig(cfg *device.Config) error {
 		if pc.ProtocolVersion != nil && *pc.ProtocolVersion != 1 {
 			return fmt.Errorf("uapi: peer %d: protocol version %d (only 1 exists)", i, *pc.ProtocolVersion)
 		}
-		if pc.Transport != nil && *pc.Transport > conn.TransportAuto {
+		if pc.Transport != nil && *pc.Transport > conn.TransportTLS {
 			return fmt.Errorf("uapi: peer %d: unknown transport %v", i, *pc.Transport)
+		}
+		if pc.TLSServerName != nil && strings.ContainsAny(*pc.TLSServerName, "\n") {
+			return fmt.Errorf("uapi: peer %d: TLS server name %.64q is not a host name", i, *pc.TLSServerName)
 		}
 		if pc.Endpoint != nil {
 			if !pc.Endpoint.IsValid() {

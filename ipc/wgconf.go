@@ -91,7 +91,23 @@ func parseConfig(r io.Reader, name string, resolve Resolver, appendMode bool) (*
 	if err != nil {
 		return nil, nil, err
 	}
+	p.defaultServerNames()
 	return &p.cfg, p.endpointNames(), nil
+}
+
+// defaultServerNames gives a peer that may use TLS and whose Endpoint
+// names a host that host as its SNI, unless the file set one.
+func (p *confParser) defaultServerNames() {
+	for i, n := range p.names {
+		pc := &p.cfg.Peers[i]
+		if n == "" || pc.TLSServerName != nil || pc.Transport == nil ||
+			(*pc.Transport != conn.TransportTLS && *pc.Transport != conn.TransportAuto) {
+			continue
+		}
+		if host, _, err := net.SplitHostPort(n); err == nil {
+			pc.TLSServerName = &host
+		}
+	}
 }
 
 func (p *confParser) endpointNames() map[noise.PublicKey]string {
@@ -218,6 +234,21 @@ func (p *confParser) interfaceKey(key, value string) error {
 			return fmt.Errorf("TCPListen: %w", err)
 		}
 		p.cfg.StreamListen = &sl
+	case "proxy":
+		px, err := parseProxy(value)
+		if err != nil {
+			//lint:ignore ST1005 the prefix is the config key, spelled as in wg.conf, like its neighbours
+			return fmt.Errorf("Proxy: %w", err)
+		}
+		p.cfg.Proxy = px
+	case "tlscertificate", "tlskey":
+		pem, err := readPEMFile(value)
+		if err == nil {
+			err = setTLSPart(&p.cfg, strings.EqualFold(key, "tlskey"), pem)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
 	default:
 		if k := strings.ToLower(key); isObfsKey(k) {
 			if err := setObfsKey(&p.cfg.Obfuscation, k, value); err != nil {
@@ -286,6 +317,8 @@ func (p *confParser) peerKey(key, value string) error {
 			return fmt.Errorf("PathProbes: %w", err)
 		}
 		pc.PathProbes = pp
+	case "tlsservername":
+		pc.TLSServerName = &value
 	default:
 		return fmt.Errorf("unknown [Peer] key %q", shorten(key))
 	}
@@ -408,6 +441,9 @@ func FormatConfig(st device.Status) string {
 	if st.StreamListen.On {
 		fmt.Fprintf(&b, "TCPListen = %s\n", formatStreamListen(st.StreamListen))
 	}
+	if st.Proxy != "" {
+		fmt.Fprintf(&b, "Proxy = %s\n", st.Proxy)
+	}
 	if !st.PrivateKey.IsZero() {
 		fmt.Fprintf(&b, "PrivateKey = %s\n", st.PrivateKey.Base64())
 	}
@@ -429,12 +465,18 @@ func FormatConfig(st device.Status) string {
 		}
 		if ps.Endpoint.IsValid() {
 			fmt.Fprintf(&b, "Endpoint = %s\n", ps.Endpoint.String())
-			if ps.Transport != conn.TransportUDP {
+			switch {
+			case ps.TransportSetting != conn.TransportUDP:
+				fmt.Fprintf(&b, "Transport = %s\n", ps.TransportSetting)
+			case ps.Transport != conn.TransportUDP:
 				fmt.Fprintf(&b, "Transport = %s\n", ps.Transport)
 			}
 		}
 		if ps.PathProbes != nil {
 			fmt.Fprintf(&b, "PathProbes = %t\n", *ps.PathProbes)
+		}
+		if ps.TLSServerName != "" {
+			fmt.Fprintf(&b, "TLSServerName = %s\n", ps.TLSServerName)
 		}
 		if ps.PersistentKeepalive != 0 {
 			b.WriteString("PersistentKeepalive = " + strconv.Itoa(int(ps.PersistentKeepalive)) + "\n")

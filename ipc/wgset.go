@@ -13,8 +13,10 @@ import (
 //
 //	[listen-port P] [fwmark M|off] [private-key FILE]
 //	[jc N] [jmin N] [jmax N] [s1 N] .. [s4 N] [h1 N[-M]] .. [h4 N[-M]] [i1 TAGS] .. [i5 TAGS]
-//	[tcp-listen off|on|PORT]
-//	[peer KEY [remove] [preshared-key FILE] [endpoint HOST:PORT] [transport udp|tcp|auto] [path-probes true|false]
+//	[tcp-listen off|on|PORT] [proxy http://[user:pass@]host[:port]|""]
+//	[tls-certificate FILE tls-key FILE]
+//	[peer KEY [remove] [preshared-key FILE] [endpoint HOST:PORT] [transport udp|tcp|tls|auto]
+//	          [tls-server-name NAME] [path-probes true|false]
 //	          [persistent-keepalive N|off] [allowed-ips A/B[,C/D]...]]...
 //
 // Keys given as FILE are read with readFile; an empty file removes the key.
@@ -71,9 +73,9 @@ func setArgAllowed(arg string, inPeer bool) bool {
 		return true
 	case "listen-port", "fwmark", "private-key":
 		return !inPeer
-	case "jc", "jmin", "jmax", "s1", "s2", "s3", "s4", "h1", "h2", "h3", "h4", "i1", "i2", "i3", "i4", "i5", "tcp-listen":
+	case "jc", "jmin", "jmax", "s1", "s2", "s3", "s4", "h1", "h2", "h3", "h4", "i1", "i2", "i3", "i4", "i5", "tcp-listen", "proxy", "tls-certificate", "tls-key":
 		return !inPeer
-	case "preshared-key", "endpoint", "persistent-keepalive", "allowed-ips", "transport", "path-probes":
+	case "preshared-key", "endpoint", "persistent-keepalive", "allowed-ips", "transport", "path-probes", "tls-server-name":
 		return inPeer
 	}
 	return false
@@ -106,6 +108,21 @@ func setDeviceArg(cfg *device.Config, arg, v string, readFile func(string) ([]by
 			return err
 		}
 		cfg.StreamListen = &sl
+	case "proxy":
+		px, err := parseProxy(v)
+		if err != nil {
+			return err
+		}
+		cfg.Proxy = px
+	case "tls-certificate", "tls-key":
+		if readFile == nil {
+			return errors.New("certificate files given but no way to read them")
+		}
+		pem, err := readFile(v)
+		if err != nil {
+			return err
+		}
+		return setTLSPart(cfg, arg == "tls-key", pem)
 	default:
 		return setObfsKey(&cfg.Obfuscation, arg, v)
 	}
@@ -145,6 +162,8 @@ func setPeerArg(pc *device.PeerConfig, arg, v string, resolve Resolver, readFile
 			return err
 		}
 		pc.PathProbes = pp
+	case "tls-server-name":
+		pc.TLSServerName = &v
 	case "allowed-ips":
 		// Like wg, a second allowed-ips for the same peer adds to the first.
 		return applyAllowedIPs(pc, removeSpace(v))

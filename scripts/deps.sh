@@ -22,6 +22,7 @@ command -v ncat >/dev/null 2>&1 || need+=(ncat)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v ndpiReader >/dev/null 2>&1 || need+=(libndpi-bin)
+command -v tinyproxy >/dev/null 2>&1 || need+=(tinyproxy)
 command -v resolvconf >/dev/null 2>&1 || true
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then

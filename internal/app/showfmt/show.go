@@ -6,8 +6,11 @@ package showfmt
 
 import (
 	"bufio"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -61,6 +64,12 @@ func FormatShow(w io.Writer, iface string, st device.Status, opts ShowOptions) e
 		}
 		fmt.Fprintf(bw, "  tcp listening port: %d\n", port)
 	}
+	if st.Proxy != "" {
+		fmt.Fprintf(bw, "  proxy: %s\n", redactProxy(st.Proxy))
+	}
+	if st.TLSCertPEM != nil {
+		fmt.Fprintf(bw, "  tls certificate: %s\n", certSummary(st.TLSCertPEM))
+	}
 	showObfuscation(bw, st.Obfuscation)
 	if opts.Sandbox != "" {
 		fmt.Fprintf(bw, "  sandbox: %s\n", opts.Sandbox)
@@ -96,8 +105,8 @@ func showPeer(bw *bufio.Writer, ps *device.PeerStatus, now time.Time, opts ShowO
 	}
 	if ps.Endpoint.IsValid() {
 		fmt.Fprintf(bw, "  endpoint: %s\n", ps.Endpoint)
-		if ps.Transport != conn.TransportUDP {
-			fmt.Fprintf(bw, "  transport: %s\n", ps.Transport)
+		if line := transportLine(ps); line != "" {
+			fmt.Fprintf(bw, "  transport: %s\n", line)
 		}
 	}
 	if name := opts.EndpointNames[ps.PublicKey]; name != "" {
@@ -277,4 +286,46 @@ func offOr(v uint64, hex bool) string {
 		return "0x" + strconv.FormatUint(v, 16)
 	}
 	return strconv.FormatUint(v, 10)
+}
+
+// certSummary names a PEM certificate's subject and end of validity.
+func certSummary(p []byte) string {
+	b, _ := pem.Decode(p)
+	if b == nil {
+		return "(unreadable)"
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return "(unreadable)"
+	}
+	name := c.Subject.CommonName
+	if len(c.DNSNames) > 0 {
+		name = c.DNSNames[0]
+	}
+	return fmt.Sprintf("%s (valid until %s)", name, c.NotAfter.UTC().Format("2006-01-02"))
+}
+
+// redactProxy hides a proxy URL's password, as show hides keys.
+func redactProxy(p string) string {
+	if u, err := url.Parse(p); err == nil {
+		return u.Redacted()
+	}
+	return "(hidden)"
+}
+
+// transportLine says how a peer's datagrams travel ("tls via proxy
+// (auto)"), or "" for a peer on UDP that was configured so, whose show
+// output stays wg's.
+func transportLine(ps *device.PeerStatus) string {
+	if ps.Transport == conn.TransportUDP && ps.TransportSetting == conn.TransportUDP {
+		return ""
+	}
+	s := ps.Transport.String()
+	if ps.ViaProxy {
+		s += " via proxy"
+	}
+	if ps.TransportSetting == conn.TransportAuto {
+		s += " (auto)"
+	}
+	return s
 }

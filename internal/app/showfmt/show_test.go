@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/device"
 	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/internal/app/showfmt"
@@ -245,5 +246,35 @@ func TestShowPathProbes(t *testing.T) {
 	}
 	if n := strings.Count(out, "path probes"); n != 2 {
 		t.Fatalf("%d probe lines, want 2:\n%s", n, out)
+	}
+}
+
+// Each peer's transport line: a peer on UDP by auto says so, one on a
+// stream says which and whether through the proxy; a plain UDP peer has
+// none (the output stays wg's).
+func TestShowTransport(t *testing.T) {
+	ep := netip.MustParseAddrPort("192.0.2.1:443")
+	for _, c := range []struct {
+		ps   device.PeerStatus
+		want string
+	}{
+		{device.PeerStatus{Endpoint: ep}, ""},
+		{device.PeerStatus{Endpoint: ep, TransportSetting: conn.TransportAuto}, "  transport: udp (auto)\n"},
+		{device.PeerStatus{Endpoint: ep, Transport: conn.TransportTCP}, "  transport: tcp\n"},
+		{device.PeerStatus{Endpoint: ep, Transport: conn.TransportTLS, TransportSetting: conn.TransportAuto, ViaProxy: true},
+			"  transport: tls via proxy (auto)\n"},
+	} {
+		c.ps.PublicKey = key(1)
+		var b bytes.Buffer
+		showfmt.FormatShow(&b, "wg0", device.Status{Peers: []device.PeerStatus{c.ps}}, showfmt.ShowOptions{})
+		got := ""
+		for _, line := range strings.SplitAfter(b.String(), "\n") {
+			if strings.Contains(line, "transport") {
+				got += line
+			}
+		}
+		if got != c.want {
+			t.Errorf("%+v: %q, want %q", c.ps, got, c.want)
+		}
 	}
 }
