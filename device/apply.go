@@ -337,11 +337,11 @@ func (p *Peer) status(aips []netip.Prefix) PeerStatus {
 		RxBytes:         p.rxBytes.Load(),
 		AllowedIPs:      aips,
 		ProtocolVersion: 1,
-		PathMTU:         int(p.pmtu.path.Load()),
-		PathMTUSource:   pmtuSource(p.pmtu.source.Load()).String(),
 		PathProbesOn:    p.probesOn(),
 	}
-	if m := p.pmtu.probeMode.Load(); m != probesDefault {
+	path, src := p.pathMTU()
+	ps.PathMTU, ps.PathMTUSource = path, src.String()
+	if m := p.probeMode.Load(); m != probesDefault {
 		on := m == probesOn
 		ps.PathProbes = &on
 	}

@@ -90,7 +90,9 @@ func (d *Device) Stats(maxPeers int) Stats {
 		}
 		ps := PeerStats{PublicKey: p.pub, RxBytes: rx, TxBytes: tx, TxQueued: queued,
 			KeepalivesSent: p.keepalives.Load(), EndpointChanges: p.epChanges.Load(),
-			PathMTU: int(p.pmtu.path.Load()), PathMTUSource: pmtuSource(p.pmtu.source.Load()).String()}
+		}
+		path, src := p.pathMTU()
+		ps.PathMTU, ps.PathMTUSource = path, src.String()
 		if ep, ok := p.endpoint(); ok {
 			ps.Endpoint = ep.Dst
 		}

@@ -76,9 +76,12 @@ type Peer struct {
 	// keepalives and epChanges count keepalives sent and endpoint moves,
 	// for the metrics endpoint.
 	keepalives, epChanges atomic.Uint64
-	pmtu                  peerPMTU  // what the peer's path carries (pmtu.go)
-	heapIdx               int       // position in the timer wheel heap, guarded by wheel.mu; -1 when absent
-	wheelAt               time.Time // guarded by wheel.mu
+	// pmtu is what the peer's path carries (pmtu.go), allocated with the
+	// first packet: a configured peer that never sends costs no path state.
+	pmtu      atomic.Pointer[peerPMTU]
+	probeMode atomic.Uint32 // the peer's own probe setting: probesDefault follows Options.PathProbes
+	heapIdx   int           // position in the timer wheel heap, guarded by wheel.mu; -1 when absent
+	wheelAt   time.Time     // guarded by wheel.mu
 }
 
 func (d *Device) newPeer(pub noise.PublicKey) *Peer {

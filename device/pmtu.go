@@ -59,9 +59,6 @@ type peerPMTU struct {
 	// and limits nothing.
 	probedCap atomic.Bool
 	probe     atomic.Pointer[peerProbe]
-	// probeMode is the peer's own probe setting: probesDefault follows
-	// Options.PathProbes.
-	probeMode atomic.Uint32
 
 	mu  sync.Mutex     // held by the one goroutine refreshing
 	dst netip.AddrPort // the endpoint kernel is for, guarded by mu
@@ -87,7 +84,7 @@ const (
 // refreshPMTU looks at the kernel's path MTU for p's endpoint when due,
 // and has a probe sent when one is due (kickProbe).
 func (p *Peer) refreshPMTU(now time.Time) {
-	st := &p.pmtu
+	st := p.pathState()
 	if now.UnixNano() < st.next.Load() {
 		return
 	}
@@ -102,10 +99,28 @@ func (p *Peer) refreshPMTU(now time.Time) {
 	}
 }
 
+// pathState returns p's path state, allocating it on first use.
+func (p *Peer) pathState() *peerPMTU {
+	if st := p.pmtu.Load(); st != nil {
+		return st
+	}
+	p.pmtu.CompareAndSwap(nil, new(peerPMTU))
+	return p.pmtu.Load()
+}
+
+// pathMTU is p's path MTU and how it was learned, for status.
+func (p *Peer) pathMTU() (int, pmtuSource) {
+	st := p.pmtu.Load()
+	if st == nil {
+		return 0, pmtuUnknown
+	}
+	return int(st.path.Load()), pmtuSource(st.source.Load())
+}
+
 // refreshKernelLocked is refreshPMTU's look at the kernel, under
 // p.pmtu.mu. It reports p's endpoint, if it has one.
 func (p *Peer) refreshKernelLocked(now time.Time) (conn.Endpoint, bool) {
-	st := &p.pmtu
+	st := p.pmtu.Load()
 	st.next.Store(now.Add(pmtuRefresh).UnixNano())
 	ep, ok := p.endpoint()
 	if !ok {
@@ -145,7 +160,7 @@ func (p *Peer) refreshKernelLocked(now time.Time) (conn.Endpoint, bool) {
 // carried the old one says nothing about the new. Logged when it changes.
 // Called under p.pmtu.mu.
 func (p *Peer) setPathMTU(dst netip.AddrPort) {
-	st := &p.pmtu
+	st := p.pmtu.Load()
 	path, src := int(st.kernel.Load()), pmtuKernel
 	limit := path
 	if pr := int(st.probed.Load()); pr > 0 && (path == 0 || pr <= path) {
@@ -196,9 +211,13 @@ func (s *peerSockets) pathConn(dst netip.AddrPort) conn.PathMTUConn {
 // and reported false (not to be sent). Without a budget for the error the
 // packet is sent as it is, fragmented outside: never worse than today.
 func (d *Device) fitOutbound(p *Peer, pkt []byte, now time.Time) bool {
-	inner := int(p.pmtu.inner.Load())
+	st := p.pmtu.Load()
+	if st == nil {
+		return true // nothing known of the path yet (fitBatch refreshes first)
+	}
+	inner := int(st.inner.Load())
 	if inner == 0 {
-		if above := int(p.pmtu.tcp.above.Load()); above > 0 && len(pkt) > above {
+		if above := int(st.tcp.above.Load()); above > 0 && len(pkt) > above {
 			d.watchTCP(p, pkt, now)
 		}
 		return true
@@ -232,7 +251,7 @@ func (d *Device) fitOutbound(p *Peer, pkt []byte, now time.Time) bool {
 // so the local end never sends segments the path will not carry.
 func (d *Device) fitInbound(p *Peer, pkt []byte, now time.Time) {
 	p.refreshPMTU(now)
-	if inner := int(p.pmtu.inner.Load()); inner > 0 && pmtu.ClampMSS(pkt, inner) {
+	if inner := int(p.pmtu.Load().inner.Load()); inner > 0 && pmtu.ClampMSS(pkt, inner) {
 		d.ctr.inc(cRxMSSClamped)
 	}
 }

@@ -59,7 +59,7 @@ const (
 
 // probesOn reports whether p's path is probed.
 func (p *Peer) probesOn() bool {
-	switch p.pmtu.probeMode.Load() {
+	switch p.probeMode.Load() {
 	case probesOn:
 		return true
 	case probesOff:
@@ -76,11 +76,12 @@ func (p *Peer) setPathProbes(on bool) {
 	if on {
 		mode = probesOn
 	}
-	p.pmtu.probeMode.Store(mode)
-	if on {
+	p.probeMode.Store(mode)
+	st := p.pmtu.Load()
+	if on || st == nil {
 		return
 	}
-	pp := p.pmtu.probe.Load()
+	pp := st.probe.Load()
 	if pp == nil {
 		return
 	}
@@ -113,14 +114,15 @@ func (d *Device) probeConn(ep conn.Endpoint) probeSender {
 
 // probeState returns p's probe state, allocating it on first use.
 func (p *Peer) probeState() *peerProbe {
-	if pp := p.pmtu.probe.Load(); pp != nil {
+	st := p.pathState()
+	if pp := st.probe.Load(); pp != nil {
 		return pp
 	}
 	pp := &peerProbe{answers: pmtu.NewBucket(pmtuAnswerRate, pmtuAnswerBurst)}
-	if p.pmtu.probe.CompareAndSwap(nil, pp) {
+	if st.probe.CompareAndSwap(nil, pp) {
 		return pp
 	}
-	return p.pmtu.probe.Load()
+	return st.probe.Load()
 }
 
 // probeBase is the base size of a search: what an IPv6 path must carry
@@ -176,8 +178,12 @@ func (p *Peer) wakeAt(at time.Time) {
 // enough for the receiver's replay window to take the probe's counter
 // ahead of the queued packets (see directReorder).
 func (p *Peer) runProbe(now time.Time) {
-	pp := p.pmtu.probe.Load()
-	if pp == nil || p.removed.Load() {
+	st := p.pmtu.Load()
+	if st == nil || p.removed.Load() {
+		return
+	}
+	pp := st.probe.Load()
+	if pp == nil {
 		return
 	}
 	if size := pp.ackOwed.Swap(0); size > 0 {
@@ -312,7 +318,7 @@ func (d *Device) pmtuControl(p *Peer, pt []byte, now time.Time) (wake bool) {
 // nothing; capped: the path's limit, not a floor) and recomputes the path
 // MTU when it changed.
 func (p *Peer) setProbed(dst netip.AddrPort, result int, capped bool) {
-	st := &p.pmtu
+	st := p.pathState()
 	path := 0
 	if result > 0 {
 		v6 := dst.Addr().Is6() && !dst.Addr().Is4In6()

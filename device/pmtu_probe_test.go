@@ -290,9 +290,9 @@ func kernelRefresh(t *testing.T, n, other *node) {
 	if !ok {
 		t.Fatal("no endpoint")
 	}
-	p.pmtu.mu.Lock()
+	p.pathState().mu.Lock()
 	p.setPathMTU(ep.Dst)
-	p.pmtu.mu.Unlock()
+	p.pathState().mu.Unlock()
 }
 
 // untilPathMTU exchanges a packet each way every 100 ms (a busy peer)

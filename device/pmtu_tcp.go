@@ -60,7 +60,7 @@ type tcpWatch struct {
 // refreshTCPWatchLocked turns the watch on or off and lets an expired
 // floor go, under p.pmtu.mu, once a second per busy peer.
 func (p *Peer) refreshTCPWatchLocked(now time.Time) {
-	st := &p.pmtu
+	st := p.pmtu.Load()
 	w := &st.tcp
 	tx := p.txBytes.Load()
 	sent := tx - w.txMark
@@ -88,7 +88,7 @@ func (p *Peer) refreshTCPWatchLocked(now time.Time) {
 // watchTCP feeds a full-size packet to p's watch and, when it reports a
 // black hole and the peer was heard from lately, sets the floor.
 func (d *Device) watchTCP(p *Peer, pkt []byte, now time.Time) {
-	st := &p.pmtu
+	st := p.pmtu.Load()
 	w := st.tcp.w.Load()
 	if w == nil {
 		st.tcp.w.CompareAndSwap(nil, new(tcpWatch))

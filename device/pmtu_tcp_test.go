@@ -136,7 +136,7 @@ func TestPMTUTCPProbesKnowBetter(t *testing.T) {
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		p := a.dev.lookupPeer(b.key.PublicKey())
-		p.pmtu.tcp.until.Store(time.Now().Add(pmtuTCPHold).UnixNano())
+		p.pathState().tcp.until.Store(time.Now().Add(pmtuTCPHold).UnixNano())
 		kernelRefresh(t, a, b)
 		if ps := peerStats(t, a); ps.PathMTU != 1480 || ps.PathMTUSource != "probe" {
 			t.Fatalf("path MTU %d (%s), want 1480 from the probes", ps.PathMTU, ps.PathMTUSource)

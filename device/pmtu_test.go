@@ -22,8 +22,8 @@ func pinPMTU(t *testing.T, n, other *node, path int) {
 	if p == nil {
 		t.Fatal("no such peer")
 	}
-	p.pmtu.next.Store(math.MaxInt64)
-	p.pmtu.kernel.Store(int32(path))
+	p.pathState().next.Store(math.MaxInt64)
+	p.pathState().kernel.Store(int32(path))
 	p.setPathMTU(other.ep)
 }
 
