@@ -24,10 +24,16 @@ import (
 // (peerstate.MaxEntries). It is opened once in New, before a daemon gives
 // up its privileges, and rewritten in place through that descriptor, off
 // the data path, at most every resumeWriteEvery and only when it changed;
-// a torn write fails the checksum and is ignored. A remembered endpoint is
-// only ever used for one initiation to a configured peer, at most
-// resumeRate a second, so the file cannot make the device send to
-// addresses that its configuration does not name a peer for.
+// a torn write fails the checksum and is ignored.
+//
+// It is not an amplifier: nothing received triggers a resumption, a
+// remembered endpoint is only used for one handshake attempt (retried by
+// the protocol's own rules) with a peer the configuration names, once
+// per process, and the initiations are paced: resumeRate a second, and
+// none while their responses back up in the handshake queue. resumeRate
+// lets 10,000 remembered peers be sent theirs in 2 s, within the 5 s a
+// restart may cost them; that is about 6 Mbit/s of initiations, once, to
+// peers that were talking to the server anyway.
 const (
 	// resumeFresh is how recent a peer's activity (and the file) must be
 	// for the next process to resume it: older sessions are left to the
@@ -36,7 +42,7 @@ const (
 	// resumeWriteEvery is how often the file is brought up to date.
 	resumeWriteEvery = 2 * time.Second
 	// resumeRate is the most resumption initiations sent a second.
-	resumeRate = 1000
+	resumeRate = 5000
 )
 
 // resumeState is the device's part: guarded by mu.
@@ -182,32 +188,45 @@ func (d *Device) resumeConfigured() {
 	go d.resumePeers(todo)
 }
 
-// resumePeers sends the initiations, resumeRate a second at most.
+// resumePeers sends the initiations, resumeRate a second at most, and
+// none while the responses already back fill half the queue they wait in:
+// a response dropped there would cost its peer Rekey-Timeout, so when the
+// handshake workers (or the peers) fall behind, the pace follows them.
 func (d *Device) resumePeers(todo []*Peer) {
 	defer d.helpersWG.Done()
-	t := time.NewTicker(time.Second / resumeRate)
+	t := time.NewTicker(time.Millisecond)
 	defer t.Stop()
-	for i, p := range todo {
-		if i > 0 {
+	prio := d.flood.hsqPrio.q
+	start := time.Now()
+	for i := 0; i < len(todo); {
+		due := int(time.Since(start)*resumeRate/time.Second) + 1
+		if i >= due || len(prio) > cap(prio)/2 {
 			select {
 			case <-t.C:
 			case <-d.stop:
 				return
 			}
+			continue
 		}
-		p.mu.Lock()
-		p.resuming = true
-		before := p.lastInitAt
-		p.mu.Unlock()
-		p.initiate(d.now(), false)
-		p.mu.Lock()
-		sent := p.lastInitAt != before
-		if !sent {
-			p.resuming = false
-		}
-		p.mu.Unlock()
-		if sent {
-			d.ctr.inc(cResumeInitiations)
-		}
+		d.resumePeer(todo[i])
+		i++
+	}
+}
+
+// resumePeer sends p its resumption initiation.
+func (d *Device) resumePeer(p *Peer) {
+	p.mu.Lock()
+	p.resuming = true
+	before := p.lastInitAt
+	p.mu.Unlock()
+	p.initiate(d.now(), false)
+	p.mu.Lock()
+	sent := p.lastInitAt != before
+	if !sent {
+		p.resuming = false
+	}
+	p.mu.Unlock()
+	if sent {
+		d.ctr.inc(cResumeInitiations)
 	}
 }

@@ -1,13 +1,16 @@
 package device
 
 import (
+	"crypto/rand"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/fips-go/fips-go/conn/membind"
+	"github.com/fips-go/fips-go/device/noise"
 	"github.com/fips-go/fips-go/tun/memtun"
 )
 
@@ -90,4 +93,49 @@ func TestStaleStateIsIgnored(t *testing.T) {
 	if ep := st.Peers[0].Endpoint; ep.IsValid() {
 		t.Fatalf("stale endpoint %v used", ep)
 	}
+}
+
+// The resumption pace: 10,000 remembered peers must all have their
+// initiation within the 5 s a restart may cost them, with time left for
+// the handshakes, so the device sends resumeRate a second (at 1,000 a
+// second the last of 10,000 waited 10 s), and no faster: the rate is what
+// bounds what a state file can make the device send.
+func TestResumePace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const peers = 1000
+		netw := membind.NewNetwork(membind.NetOptions{})
+		host := netip.MustParseAddr("192.0.2.1")
+		s := newNode(t, memtun.New("s", 1420, 64), netw.NewBind(host), addrA, host, Options{})
+		var cfg Config
+		for i := range peers {
+			key, err := noise.GeneratePrivateKey(rand.Reader)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Nobody listens there: the initiations go unanswered.
+			ep := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 51820)
+			cfg.Peers = append(cfg.Peers, PeerConfig{PublicKey: key.PublicKey(), Endpoint: &ep})
+		}
+		if err := s.dev.Apply(&cfg); err != nil {
+			t.Fatal(err)
+		}
+		var todo []*Peer
+		for _, p := range s.dev.peers {
+			todo = append(todo, p)
+		}
+		start := time.Now()
+		s.dev.helpersWG.Add(1)
+		s.dev.resumePeers(todo)
+		took := time.Since(start)
+		if n := counter(s.dev.Status(), "resume_initiations_sent"); n != peers {
+			t.Fatalf("resume_initiations_sent = %d, want %d", n, peers)
+		}
+		// 1,000 in 0.2 s: 10,000 in 2 s. Not faster than resumeRate either.
+		if limit := peers * 2 * time.Second / 10000; took > limit+5*time.Millisecond {
+			t.Fatalf("%d initiations took %v, want at most %v", peers, took, limit)
+		}
+		if floor := peers * time.Second / resumeRate; took < floor-5*time.Millisecond {
+			t.Fatalf("%d initiations took %v, faster than %d a second", peers, took, resumeRate)
+		}
+	})
 }

@@ -27,7 +27,6 @@ func TestRestartResumesClients(t *testing.T) {
 		t.Run(client.name+"-client", func(t *testing.T) {
 			p := newPair(t, pairOpts{implA: client, onlyAKnows: true, noV6Overlay: true})
 			server, cl := p.b, p.a
-			t.Cleanup(func() { os.Remove("/var/run/wireguard/" + server.iface + ".state") })
 			cl.ns.waitPing(server.tun4, 20*time.Second)
 			for round := 1; round <= 3; round++ {
 				gap := restartRound(t, p, server, cl)

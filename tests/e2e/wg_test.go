@@ -273,6 +273,9 @@ func (n *node) stop() {
 		}
 	}
 	os.Remove(n.socketPath())
+	// fips-go remembers its peers beside the socket (device/resume.go); a
+	// later test whose interface gets the same name must not find them.
+	os.Remove(strings.TrimSuffix(n.socketPath(), ".sock") + ".state")
 	if n.t.Failed() {
 		n.t.Logf("log of %s %s (%s):\n%s", n.impl.name, n.iface, n.ns.Name, n.logTail())
 	}
