@@ -2,8 +2,11 @@ package conn
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
+	"net/netip"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -117,4 +120,71 @@ func inetSum(b []byte) uint16 {
 		s = s>>16 + s&0xffff
 	}
 	return ^uint16(s)
+}
+
+// TestPathMTUAfterRouteChange: a connected IPv6 socket still knows its
+// path MTU after the routing table changed under it. Any IPv6 route
+// change (an address added, a tunnel brought up, a packet-too-big's route
+// exception) makes the socket's cached route stale; its next send drops
+// it, and since the sends carry IPV6_PKTINFO the kernel caches no new one,
+// so IPV6_MTU answered ENOTCONN from then on and a path MTU learned from
+// the local link or from ICMP never reached the device.
+func TestPathMTUAfterRouteChange(t *testing.T) {
+	const mtu = 1400
+	var a, b *end
+	var pc PathMTUConn
+	inNetns(t, mtu, func() error {
+		ends := make([]*end, 2)
+		for i := range ends {
+			bd := NewLinux(Options{})
+			fns, port, err := bd.Open(0)
+			if err != nil {
+				return err
+			}
+			ends[i] = &end{b: bd, fns: fns, port: port}
+		}
+		a, b = ends[0], ends[1]
+		if a.sock(true) == nil || len(b.fns) < 2 {
+			return nil
+		}
+		c, err := a.b.Connect(Endpoint{Dst: b.at(lo6), Src: lo6})
+		if err != nil {
+			return err
+		}
+		pc = c.(PathMTUConn)
+		if err := c.Send(burst(1, 100)); err != nil {
+			return err
+		}
+		if err := addAddr6(netip.MustParseAddr("fd00:5::1"), 1); err != nil {
+			return err
+		}
+		return c.Send(burst(1, 100))
+	})
+	t.Cleanup(func() { a.b.Close(); b.b.Close() })
+	if pc == nil {
+		t.Skip("no IPv6")
+	}
+	if got, err := pc.PathMTU(); err != nil || got != mtu {
+		t.Fatalf("PathMTU after a route change: %d, %v; want %d", got, err, mtu)
+	}
+}
+
+// addAddr6 adds addr/128 to the interface ifIndex with SIOCSIFADDR, from
+// the calling thread's namespace.
+func addAddr6(addr netip.Addr, ifIndex int) error {
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var req struct { // struct in6_ifreq
+		addr      [16]byte
+		prefixLen uint32
+		ifIndex   int32
+	}
+	req.addr, req.prefixLen, req.ifIndex = addr.As16(), 128, int32(ifIndex)
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCSIFADDR, uintptr(unsafe.Pointer(&req))); e != 0 {
+		return fmt.Errorf("SIOCSIFADDR %v: %w", addr, e)
+	}
+	return nil
 }
