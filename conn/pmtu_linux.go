@@ -11,13 +11,26 @@ var _ PathMTUConn = (*connSocket)(nil)
 
 // PathMTU implements PathMTUConn: IP_MTU or IPV6_MTU, which a connected
 // socket answers with the route's MTU as ICMP left it.
+//
+// An IPv6 socket whose cached route went stale (a packet-too-big added a
+// route exception) drops it at its next send, and since its sends carry
+// IPV6_PKTINFO (checkedSource) the kernel treats them as unconnected and
+// never caches the new one: IPV6_MTU then says ENOTCONN for good. Connecting
+// again to the same destination caches the current route, exception and
+// all.
 func (cs *connSocket) PathMTU() (int, error) {
 	var mtu int
 	err := sockoptControl(cs.sock.conn, func(fd int) (err error) {
-		if cs.sock.v6 {
-			mtu, err = unix.GetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MTU)
-		} else {
+		if !cs.sock.v6 {
 			mtu, err = unix.GetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MTU)
+			return err
+		}
+		mtu, err = unix.GetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MTU)
+		if errors.Is(err, unix.ENOTCONN) {
+			if cerr := unix.Connect(fd, sockaddrOf(cs.ep.Dst, scopeOf(cs.ep.Dst.Addr(), cs.ep.SrcIfIndex))); cerr != nil {
+				return cerr
+			}
+			mtu, err = unix.GetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MTU)
 		}
 		return err
 	})

@@ -169,6 +169,7 @@ func scopeOf(a netip.Addr, ifIndex int32) uint32 {
 // (first the sticky source, then GSO for segments of the refused size and
 // up, then GSO altogether) and resend from the failed message.
 func (b *LinuxBind) sendChunk(s *udpSocket, sc *sendScratch, chunk [][]byte, src *sendSource) error {
+	retried := false // an EMSGSIZE was tried again (see below)
 	for len(chunk) > 0 {
 		gso := s.gso.Load()
 		maxSegs := 1
@@ -188,6 +189,9 @@ func (b *LinuxBind) sendChunk(s *udpSocket, sc *sendScratch, chunk [][]byte, src
 		}
 		failed := sc.groups[sent]
 		chunk = chunk[failed.start:]
+		if sent > 0 {
+			retried = false
+		}
 		var errno unix.Errno
 		switch {
 		case errors.Is(err, net.ErrClosed):
@@ -198,6 +202,13 @@ func (b *LinuxBind) sendChunk(s *udpSocket, sc *sendScratch, chunk [][]byte, src
 			// than a GSO refusal, and both can answer EINVAL.
 			*src = sendSource{}
 			b.stats.stickyFallback.Add(1)
+			continue
+		case errno == unix.EMSGSIZE && !retried:
+			// A connected socket that had DF set for a probe when the
+			// router's ICMP came back holds a pending EMSGSIZE, which the
+			// next send returns (and clears) whatever its size: only a
+			// second refusal says the segments are too big.
+			retried = true
 			continue
 		case gso && failed.end-failed.start > 1 && oversizeErrno(errno, failed.seg):
 			// Not a GSO failure: smaller segments still coalesce. The

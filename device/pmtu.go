@@ -180,6 +180,10 @@ func (p *Peer) setPathMTU(dst netip.AddrPort) {
 	if tm := int(p.d.mtu.Load()); inner >= tm {
 		inner = 0
 	}
+	// Below the tunnel MTU, rounded down to the 16 bytes WireGuard pads
+	// each packet to: a packet just under the path's figure would be
+	// padded into a datagram the path fragments.
+	inner &^= 15
 	old := st.path.Swap(int32(path))
 	oldSrc := st.source.Swap(uint32(src))
 	st.inner.Store(int32(inner))

@@ -46,9 +46,10 @@ func mssOption(pkt []byte) int {
 	return int(binary.BigEndian.Uint16(in.Transport[22:]))
 }
 
-// TestPMTUTooBigAnswered: with a 1280-byte path to b (IPv4 underlay: 1220
-// bytes inside), a full-size packet with DF read from a's TUN is answered
-// on a's TUN with fragmentation-needed for 1220 and not sent; a packet
+// TestPMTUTooBigAnswered: with a 1280-byte path to b (IPv4 underlay: 1216
+// bytes inside, 1220 rounded down to WireGuard's 16-byte padding), a
+// full-size packet with DF read from a's TUN is answered on a's TUN with
+// fragmentation-needed for 1216 and not sent; a packet
 // that fits is.
 func TestPMTUTooBigAnswered(t *testing.T) {
 	a, b := memPair(t, membind.NetOptions{})
@@ -68,10 +69,10 @@ func TestPMTUTooBigAnswered(t *testing.T) {
 	if in.Proto != packet.ProtoICMPv4 || in.ICMPType != 3 || in.ICMPCode != 4 || in.Src != addrB || in.Dst != addrA {
 		t.Fatalf("got %+v, want fragmentation-needed from %v to %v", in, addrB, addrA)
 	}
-	if mtu := binary.BigEndian.Uint16(in.Transport[6:]); mtu != 1220 {
-		t.Fatalf("next-hop MTU %d, want 1220", mtu)
+	if mtu := binary.BigEndian.Uint16(in.Transport[6:]); mtu != 1216 {
+		t.Fatalf("next-hop MTU %d, want 1216", mtu)
 	}
-	fits := tcpPacket(t, addrA, addrB, packet.TCPAck, nil, 1220)
+	fits := tcpPacket(t, addrA, addrB, packet.TCPAck, nil, 1216)
 	if err := a.tun.(*memtun.Device).Inject(fits); err != nil {
 		t.Fatal(err)
 	}
@@ -117,8 +118,8 @@ func TestPMTUClampsSYN(t *testing.T) {
 			if err := packet.Verify(got); err != nil {
 				t.Fatalf("clamped SYN does not verify: %v", err)
 			}
-			if m := mssOption(got); m != 1180 {
-				t.Fatalf("MSS %d, want 1180", m)
+			if m := mssOption(got); m != 1176 {
+				t.Fatalf("MSS %d, want 1176", m)
 			}
 			if n := counter(knower.dev.Status(), c.wantCount); n != 1 {
 				t.Fatalf("%s = %d, want 1", c.wantCount, n)

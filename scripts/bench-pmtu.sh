@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # TCP throughput through a path narrower than the tunnel: client A - router
-# R - server B, R's link towards B at 1280 bytes, fips-go at both ends.
-# Cases: the tunnel MTU set right by hand (1200), the default tunnel MTU
-# (1420) with the router's ICMP passing, and with it dropped (iptables on R
-# dropping fragmentation-needed / packet-too-big); IPv4 and IPv6 underlay.
-# Each row: iperf3 Mbit/s A->B and B->A, median of the runs. Needs root.
+# R - server B, R's link towards B at 1280 bytes, fips-go at A, fips-go or
+# wireguard-go at B. Cases: the tunnel MTU set right by hand (1200), the
+# default tunnel MTU (1420) with the router's ICMP passing, and with it
+# dropped (iptables on R dropping fragmentation-needed / packet-too-big);
+# IPv4 and IPv6 underlay; for each far side. Each row: iperf3 Mbit/s A->B
+# and B->A, median of the runs, and the share of the hand-set row. Needs
+# root.
 #
 #   bash scripts/bench-pmtu.sh [seconds] [runs]
+#
+# FAR="fips-go wireguard-go" picks the far sides (wireguard-go built from
+# go.mod into bin/wireguard-go, as the other benches do); FIPS_GO_PATH_PROBES is
+# passed to fips-go as it is set. PMTU_PREFIX names the namespaces and
+# interfaces, so that two runs on one machine do not meet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-5}"; runs="${2:-3}"
@@ -15,7 +22,11 @@ bash scripts/deps.sh
 mkdir -p bin
 export CGO_ENABLED=0
 go build -o bin/fips-go .
-NR=fpmtu-r NA=fpmtu-a NB=fpmtu-b
+case " ${FAR:-wireguard-go} " in *" wireguard-go "*) go build -o bin/wireguard-go golang.zx2c4.com/wireguard ;; esac
+far_sides="${FAR:-fips-go wireguard-go}"
+pfx="${PMTU_PREFIX:-fpmtu}"
+NR=$pfx-r NA=$pfx-a NB=$pfx-b
+WA=${pfx:0:8}wa WB=${pfx:0:8}wb
 cleanup() {
   for n in $NR $NA $NB; do
     ip netns pids $n 2>/dev/null | xargs -r kill 2>/dev/null || true
@@ -25,8 +36,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-setup() { # v6 (0/1) tunnel-mtu drop-icmp (0/1)
-  local v6=$1 tmtu=$2 drop=$3
+setup() { # v6 (0/1) tunnel-mtu drop-icmp (0/1) far-impl
+  local v6=$1 tmtu=$2 drop=$3 far=$4
   cleanup
   for n in $NR $NA $NB; do ip netns add $n; ip -n $n link set lo up; done
   ip link add fpa netns $NA type veth peer name fpra netns $NR
@@ -51,37 +62,49 @@ setup() { # v6 (0/1) tunnel-mtu drop-icmp (0/1)
   ka=$(bin/fips-go genkey); kb=$(bin/fips-go genkey)
   epa=10.91.1.1; epb=10.91.2.2
   [ "$v6" = 1 ] && { epa='[fd91:1::1]'; epb='[fd91:2::2]'; }
-  ip netns exec $NA env LOG_LEVEL=error bin/fips-go fpwa
-  ip netns exec $NB env LOG_LEVEL=error bin/fips-go fpwb
-  ip netns exec $NA bin/fips-go set fpwa listen-port 51911 private-key <(echo "$ka") \
+  ip netns exec $NA env LOG_LEVEL=error bin/fips-go $WA
+  ip netns exec $NB env LOG_LEVEL=error "bin/$far" $WB 2>"/tmp/$pfx-far.log"
+  # fips-go's set speaks the UAPI, which wireguard-go's socket answers too.
+  ip netns exec $NA bin/fips-go set $WA listen-port 51911 private-key <(echo "$ka") \
     peer "$(echo "$kb" | bin/fips-go pubkey)" endpoint "$epb:51912" allowed-ips 10.79.0.2/32
-  ip netns exec $NB bin/fips-go set fpwb listen-port 51912 private-key <(echo "$kb") \
+  ip netns exec $NB bin/fips-go set $WB listen-port 51912 private-key <(echo "$kb") \
     peer "$(echo "$ka" | bin/fips-go pubkey)" endpoint "$epa:51911" allowed-ips 10.79.0.1/32
-  ip -n $NA addr add 10.79.0.1/24 dev fpwa; ip -n $NB addr add 10.79.0.2/24 dev fpwb
-  ip -n $NA link set fpwa mtu "$tmtu" up; ip -n $NB link set fpwb mtu "$tmtu" up
+  ip -n $NA addr add 10.79.0.1/24 dev $WA; ip -n $NB addr add 10.79.0.2/24 dev $WB
+  ip -n $NA link set $WA mtu "$tmtu" up; ip -n $NB link set $WB mtu "$tmtu" up
   ip netns exec $NA ping -c 3 -i 0.2 -W 2 10.79.0.2 >/dev/null
 }
 
 mbit() { # client-ns server-ns server-addr
-  ip netns exec "$2" iperf3 -s -1 -D -I /tmp/fpmtu-iperf.pid >/dev/null
+  ip netns exec "$2" iperf3 -s -1 -D -I "/tmp/$pfx-iperf.pid" >/dev/null
   sleep 0.3
-  ip netns exec "$1" iperf3 -c "$3" -t "$secs" -J > /tmp/fpmtu.json || true
-  python3 -c 'import json;d=json.load(open("/tmp/fpmtu.json"));print("%.0f"%(d["end"]["sum_received"]["bits_per_second"]/1e6))' 2>/dev/null || echo 0
+  # A stalled transfer reads 0; --connect-timeout and timeout bound it.
+  timeout $((secs + 20)) ip netns exec "$1" iperf3 -c "$3" -t "$secs" --connect-timeout 5000 -J > "/tmp/$pfx.json" || true
+  python3 -c 'import json,sys;d=json.load(open(sys.argv[1]));print("%.0f"%(d["end"]["sum_received"]["bits_per_second"]/1e6))' "/tmp/$pfx.json" 2>/dev/null || echo 0
+  ip netns exec "$2" pkill -F "/tmp/$pfx-iperf.pid" 2>/dev/null || true
 }
 
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 
-echo "| underlay | case | A->B Mbit/s | B->A Mbit/s | runs A->B | runs B->A |"
-echo "|---|---|---|---|---|---|"
-for v6 in 0 1; do
-  for c in "1200 0 MTU 1200 by hand" "1420 0 default, ICMP passes" "1420 1 default, ICMP dropped"; do
-    set -- $c; mtu=$1; drop=$2; shift 2; name="$*"
-    setup $v6 "$mtu" "$drop"
-    ab=""; ba=""
-    for _ in $(seq "$runs"); do
-      ab="$ab $(mbit $NA $NB 10.79.0.2)"; ba="$ba $(mbit $NB $NA 10.79.0.1)"
+pct() { [ "$2" -gt 0 ] && echo "$(( 100 * $1 / $2 ))%" || echo "-"; }
+
+echo "| far side | underlay | case | A->B Mbit/s | B->A Mbit/s | runs A->B | runs B->A |"
+echo "|---|---|---|---|---|---|---|"
+for far in $far_sides; do
+  [ -x "bin/$far" ] || { echo "bench-pmtu: no bin/$far" >&2; exit 1; }
+  for v6 in 0 1; do
+    hab=0; hba=0
+    for c in "1200 0 MTU 1200 by hand" "1420 0 default, ICMP passes" "1420 1 default, ICMP dropped"; do
+      set -- $c; mtu=$1; drop=$2; shift 2; name="$*"
+      setup $v6 "$mtu" "$drop" "$far"
+      ab=""; ba=""
+      for _ in $(seq "$runs"); do
+        ab="$ab $(mbit $NA $NB 10.79.0.2)"; ba="$ba $(mbit $NB $NA 10.79.0.1)"
+      done
+      fam=IPv4; [ $v6 = 1 ] && fam=IPv6
+      mab=$(echo $ab | median); mba=$(echo $ba | median)
+      if [ "$mtu" = 1200 ]; then hab=$mab; hba=$mba; share=""; else
+        share=" ($(pct "$mab" "$hab") / $(pct "$mba" "$hba") of by hand)"; fi
+      printf '| %s | %s | %s%s | %s | %s | %s | %s |\n' "$far" $fam "$name" "$share" "$mab" "$mba" "$ab" "$ba"
     done
-    fam=IPv4; [ $v6 = 1 ] && fam=IPv6
-    printf '| %s | %s | %s | %s | %s | %s |\n' $fam "$name" "$(echo $ab | median)" "$(echo $ba | median)" "$ab" "$ba"
   done
 done

@@ -50,6 +50,7 @@ type helperResult struct {
 	SHA256    string  `json:"sha256,omitempty"`
 	Datagrams int     `json:"datagrams,omitempty"` // udp: distinct intact datagrams
 	Corrupt   int     `json:"corrupt,omitempty"`
+	MTU       int     `json:"mtu,omitempty"` // udp-pmtu: the route MTU the socket learned
 	Dups      int     `json:"dups,omitempty"`
 	Seconds   float64 `json:"seconds"`
 	Err       string  `json:"err,omitempty"`
@@ -86,6 +87,8 @@ func helperMain(specJSON string) int {
 		res, err = udpSink(s, out)
 	case "udp-source":
 		res, err = udpSource(s, out)
+	case "udp-pmtu":
+		res, err = udpPMTU(s)
 	case "services":
 		res, err = services(s, out)
 	case "echo-check":
