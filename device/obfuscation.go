@@ -102,11 +102,11 @@ func (d *Device) obfuscationStatus() Obfuscation {
 
 // unwrap classifies a received datagram under ob (nil: off). It returns the
 // standard type and the message without its padding, its type word still
-// the configured one (the handshake MACs cover it). A transport message
-// gets its standard type word back for the transport parser, which checks
-// no MAC, and is moved to the start of msg (where the crypto workers look
-// for it): its size is then len(out). ok is false for junk and anything
-// malformed.
+// the configured one for a handshake message (the MACs cover it). A
+// transport message gets its standard type word back for the transport
+// parser, which checks no MAC, and stays where it is: its padding is always
+// ob.S4 bytes, which open takes off on a crypto worker. ok is false for junk
+// and anything malformed.
 func unwrap(ob *obfs.Params, msg []byte) (typ uint32, out []byte, ok bool) {
 	if ob == nil {
 		return noise.PeekType(msg), msg, true
@@ -116,11 +116,7 @@ func unwrap(ob *obfs.Params, msg []byte) (typ uint32, out []byte, ok bool) {
 		return 0, nil, false
 	}
 	if typ == noise.TypeTransport {
-		if off > 0 {
-			msg = msg[:copy(msg, msg[off:])]
-		}
-		obfs.Standard(msg, typ)
-		return typ, msg, true
+		obfs.Standard(msg[off:], typ)
 	}
 	return typ, msg[off:], true
 }
@@ -198,20 +194,45 @@ func (d *Device) sendJunk(ob *obfs.Params, ep conn.Endpoint) {
 // word and S4 random bytes in front, moving it up by S4, and returns its
 // new size: 0 when buf has no room (the caller drops it). Every datagram of
 // a batch grows by the same S4, so equal sizes stay equal for UDP GSO.
-func disguise(ob *obfs.Params, buf []byte, n int) int {
-	ob.SetType(buf, noise.TypeTransport, mrand.Uint32())
+func disguise(ob *obfs.Params, rng *padRNG, buf []byte, n int) int {
 	pad := ob.S4
-	if pad == 0 {
-		return n
-	}
 	if pad+n > len(buf) {
 		return 0
 	}
-	copy(buf[pad:pad+n], buf[:n])
-	for i := 0; i < pad; i += 8 {
-		var w [8]byte
-		binary.LittleEndian.PutUint64(w[:], mrand.Uint64())
-		copy(buf[i:pad], w[:])
+	if pad > 0 {
+		copy(buf[pad:pad+n], buf[:n])
+		rng.read(buf[:pad])
 	}
+	ob.SetType(buf[pad:], noise.TypeTransport, rng.uint32())
 	return pad + n
+}
+
+// padRNG draws transport padding and type words for one batch's owner.
+// It is a ChaCha8 stream (a CSPRNG, as amneziawg-go's crypto/rand padding
+// is) keyed once from the runtime's generator, so that a packet costs a
+// few bytes of keystream instead of a runtime call per eight bytes.
+type padRNG struct {
+	seeded bool
+	c      mrand.ChaCha8
+}
+
+func (r *padRNG) init() {
+	if !r.seeded {
+		var seed [32]byte
+		for i := 0; i < len(seed); i += 8 {
+			binary.LittleEndian.PutUint64(seed[i:], mrand.Uint64())
+		}
+		r.c.Seed(seed)
+		r.seeded = true
+	}
+}
+
+func (r *padRNG) read(b []byte) {
+	r.init()
+	_, _ = r.c.Read(b) // never fails
+}
+
+func (r *padRNG) uint32() uint32 {
+	r.init()
+	return uint32(r.c.Uint64())
 }
