@@ -51,15 +51,89 @@ func (o *Obfuscation) params() obfs.Params {
 		I: [5]string{o.I1, o.I2, o.I3, o.I4, o.I5}}.Normalize()
 }
 
-func validateObfuscation(o *Obfuscation) error {
-	if o == nil {
+// copyObfsKey copies the parameter named by key, one of amneziawg-go's
+// UAPI keys, from src to dst; false when key names none.
+func copyObfsKey(dst, src *Obfuscation, key string) bool {
+	switch key {
+	case "jc":
+		dst.Jc = src.Jc
+	case "jmin":
+		dst.Jmin = src.Jmin
+	case "jmax":
+		dst.Jmax = src.Jmax
+	case "s1":
+		dst.S1 = src.S1
+	case "s2":
+		dst.S2 = src.S2
+	case "s3":
+		dst.S3 = src.S3
+	case "s4":
+		dst.S4 = src.S4
+	case "h1":
+		dst.H1, dst.H1Max = src.H1, src.H1Max
+	case "h2":
+		dst.H2, dst.H2Max = src.H2, src.H2Max
+	case "h3":
+		dst.H3, dst.H3Max = src.H3, src.H3Max
+	case "h4":
+		dst.H4, dst.H4Max = src.H4, src.H4Max
+	case "i1":
+		dst.I1 = src.I1
+	case "i2":
+		dst.I2 = src.I2
+	case "i3":
+		dst.I3 = src.I3
+	case "i4":
+		dst.I4 = src.I4
+	case "i5":
+		dst.I5 = src.I5
+	default:
+		return false
+	}
+	return true
+}
+
+// validateObfuscation checks what can be checked without the device: the
+// key names, and parameters that replace the device's whole.
+func validateObfuscation(cfg *Config) error {
+	if cfg.Obfuscation == nil {
+		if len(cfg.ObfuscationKeys) > 0 {
+			return fmt.Errorf("%w: obfuscation keys named without values", ErrInvalidConfig)
+		}
 		return nil
 	}
-	p := o.params()
+	var scratch Obfuscation
+	for _, k := range cfg.ObfuscationKeys {
+		if !copyObfsKey(&scratch, &scratch, k) {
+			return fmt.Errorf("%w: %q is not an obfuscation key", ErrInvalidConfig, k)
+		}
+	}
+	if len(cfg.ObfuscationKeys) > 0 {
+		return nil // checked with the device's values, by obfuscationAfter
+	}
+	p := cfg.Obfuscation.params()
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
+}
+
+// obfuscationAfter is the parameters cfg leaves the device with: nil when
+// it does not change them, an error when the result is invalid. Called
+// with cfgMu held, so that two requests naming different keys both count.
+func (d *Device) obfuscationAfter(cfg *Config) (*Obfuscation, error) {
+	if cfg.Obfuscation == nil || len(cfg.ObfuscationKeys) == 0 {
+		return cfg.Obfuscation, nil
+	}
+	o := d.obfuscationStatus()
+	for _, k := range cfg.ObfuscationKeys {
+		copyObfsKey(&o, cfg.Obfuscation, k) // names checked by validate
+	}
+	p := o.params()
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return &o, nil
 }
 
 // setObfuscation installs o; called by Apply after validation. Packet

@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -16,11 +17,10 @@ import (
 //	h1=<u32>[-<u32>] .. h4=<u32>[-<u32>]   a type or a range of types
 //	i1=<tags> .. i5=<tags>                 signature packets ("<b 0x12> <r 4>")
 //
-// As fips-go has always read them, a request or file that names any of them
-// replaces all of them: the ones it does not name are 0 (off, the standard
-// type, no packet). One that names none leaves them as they are.
-// device.Obfuscation says what the values mean and Apply checks them
-// together.
+// As amneziawg-go applies them, a request or file changes only the keys it
+// names (device.Config.ObfuscationKeys); naming one with 0 turns it off.
+// device.Obfuscation says what the values mean, and Apply checks them
+// together with the ones the device keeps.
 var obfsKeys = [...]string{"jc", "jmin", "jmax", "s1", "s2", "s3", "s4",
 	"h1", "h2", "h3", "h4", "i1", "i2", "i3", "i4", "i5"}
 
@@ -53,12 +53,24 @@ func obfsFields(o *device.Obfuscation) [len(obfsKeys)]obfsField {
 		{s: &o.I1}, {s: &o.I2}, {s: &o.I3}, {s: &o.I4}, {s: &o.I5}}
 }
 
-// setObfsKey parses value into the field key (lower case) names, creating
+// setObfsKey parses value into cfg's field that key (lower case) names and
+// records key in cfg.ObfuscationKeys, so that the request changes it alone.
+func setObfsKey(cfg *device.Config, key, value string) error {
+	if err := setObfsField(&cfg.Obfuscation, key, value); err != nil {
+		return err
+	}
+	if !slices.Contains(cfg.ObfuscationKeys, key) {
+		cfg.ObfuscationKeys = append(cfg.ObfuscationKeys, key)
+	}
+	return nil
+}
+
+// setObfsField parses value into the field key (lower case) names, creating
 // *o on first use. Integers are read as amneziawg-go reads them (decimal,
 // a sign allowed: Apply refuses what is out of range); types as unsigned
 // 32-bit decimals, a range as two joined by '-'; signature packets are
 // kept as written and checked by Apply.
-func setObfsKey(o **device.Obfuscation, key, value string) error {
+func setObfsField(o **device.Obfuscation, key, value string) error {
 	if *o == nil {
 		*o = new(device.Obfuscation)
 	}
@@ -145,6 +157,26 @@ func appendObfs(b []byte, o device.Obfuscation, all bool) []byte {
 			b = append(b, v...)
 			b = append(b, '\n')
 		}
+	}
+	return b
+}
+
+// appendObfsKeys appends the keys named (a Config's ObfuscationKeys) with
+// o's values as UAPI lines, in obfsKeys' order; a 0 is written as 0, as it
+// turns that key off.
+func appendObfsKeys(b []byte, o device.Obfuscation, keys []string) []byte {
+	for i, f := range obfsFields(&o) {
+		if !slices.Contains(keys, obfsKeys[i]) {
+			continue
+		}
+		v := obfsValue(f)
+		if v == "" {
+			v = "0"
+		}
+		b = append(b, obfsKeys[i]...)
+		b = append(b, '=')
+		b = append(b, v...)
+		b = append(b, '\n')
 	}
 	return b
 }

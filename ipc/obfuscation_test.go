@@ -2,6 +2,7 @@ package ipc_test
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -154,5 +155,28 @@ func TestObfuscation2Keys(t *testing.T) {
 		if _, err := ipc.ParseSet(strings.NewReader(bad), 0); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// `fips-go set wg0 s1 0` and a request naming keys send exactly those keys,
+// zeros included, so that the daemon changes those alone.
+func TestWriteSetNamedObfuscationKeys(t *testing.T) {
+	cfg, err := ipc.ParseSetArgs([]string{"s1", "0", "h4", "77-99"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := ipc.WriteSet(&b, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.String(), "s1=0\nh4=77-99\n\n"; got != want {
+		t.Fatalf("wrote %q, want %q", got, want)
+	}
+	back, err := ipc.ParseSet(&b, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(back.ObfuscationKeys, []string{"s1", "h4"}) || *back.Obfuscation != (device.Obfuscation{H4: 77, H4Max: 99}) {
+		t.Fatalf("read back keys %q, values %+v", back.ObfuscationKeys, *back.Obfuscation)
 	}
 }

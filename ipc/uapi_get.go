@@ -264,7 +264,7 @@ func (g *getParser) deviceKV(k, v []byte) error {
 	default:
 		if isObfsKey(string(k)) {
 			o := &g.st.Obfuscation
-			return setObfsKey(&o, string(k), string(v))
+			return setObfsField(&o, string(k), string(v))
 		}
 	}
 	return nil

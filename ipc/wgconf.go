@@ -220,7 +220,7 @@ func (p *confParser) interfaceKey(key, value string) error {
 		p.cfg.StreamListen = &sl
 	default:
 		if k := strings.ToLower(key); isObfsKey(k) {
-			if err := setObfsKey(&p.cfg.Obfuscation, k, value); err != nil {
+			if err := setObfsKey(&p.cfg, k, value); err != nil {
 				return fmt.Errorf("%s: %w", key, err)
 			}
 			return nil

@@ -107,7 +107,7 @@ func setDeviceArg(cfg *device.Config, arg, v string, readFile func(string) ([]by
 		}
 		cfg.StreamListen = &sl
 	default:
-		return setObfsKey(&cfg.Obfuscation, arg, v)
+		return setObfsKey(cfg, arg, v)
 	}
 	return nil
 }
