@@ -101,6 +101,16 @@ func setObfsField(o **device.Obfuscation, key, value string) error {
 	return fmt.Errorf("%q is not an obfuscation key", shorten(key))
 }
 
+// clearStandardTypes unsets each hN that is its standard type N, as a get
+// reply shows them, so that a Status read back equals the device's.
+func clearStandardTypes(o *device.Obfuscation) {
+	for i, h := range [...][2]*uint32{{&o.H1, &o.H1Max}, {&o.H2, &o.H2Max}, {&o.H3, &o.H3Max}, {&o.H4, &o.H4Max}} {
+		if n := uint32(i + 1); *h[0] == n && (*h[1] == 0 || *h[1] == n) {
+			*h[0], *h[1] = 0, 0
+		}
+	}
+}
+
 // parseTypeRange reads "N" (hi 0) or "N-M" (M >= N).
 func parseTypeRange(v string) (lo, hi uint32, err error) {
 	a, b, isRange := strings.Cut(v, "-")
@@ -146,12 +156,23 @@ func obfsValue(f obfsField) string {
 // instead, so that it still turns obfuscation off: a key left out means 0
 // to fips-go, and leaving the zeros out keeps the request acceptable to
 // amneziawg-go, which refuses jc=0 and reads h1=0 as the type 0.
+//
+// A get reply (all false) of a device whose obfuscation is on shows the
+// unset types as their standard values, h1=1 to h4=4, as amneziawg-go's
+// does: awg(8) reads a missing h2 as 0 and would show "h2: 0".
 func appendObfs(b []byte, o device.Obfuscation, all bool) []byte {
-	if all && o == (device.Obfuscation{}) {
-		return append(b, "s1=0\n"...)
+	if o == (device.Obfuscation{}) {
+		if all {
+			return append(b, "s1=0\n"...)
+		}
+		return b
 	}
 	for i, f := range obfsFields(&o) {
-		if v := obfsValue(f); v != "" {
+		v := obfsValue(f)
+		if v == "" && !all && f.lo != nil {
+			v = obfsKeys[i][1:] // the standard type: h1=1 .. h4=4
+		}
+		if v != "" {
 			b = append(b, obfsKeys[i]...)
 			b = append(b, '=')
 			b = append(b, v...)

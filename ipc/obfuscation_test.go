@@ -47,8 +47,18 @@ func TestGetObfuscation(t *testing.T) {
 	if err := ipc.WriteGet(&b, st); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := b.String(), "listen_port=51820\njc=4\nh4=77\n"; got != want {
+	// With obfuscation on, the unset types are shown as their standard
+	// values, as amneziawg-go shows them: awg(8) reads a missing h2 as 0
+	// and would print "h2: 0".
+	if got, want := b.String(), "listen_port=51820\njc=4\nh1=1\nh2=2\nh3=3\nh4=77\n"; got != want {
 		t.Fatalf("WriteGet wrote %q, want %q", got, want)
+	}
+	b.Reset()
+	if err := ipc.WriteGet(&b, device.Status{ListenPort: 51820}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.String(), "listen_port=51820\n"; got != want {
+		t.Fatalf("plain: WriteGet wrote %q, want %q (wireguard-go's reply)", got, want)
 	}
 	_, dir := startServer(t, &mapHandler{st: device.Status{Obfuscation: awgParams}}, ipc.ServeOptions{})
 	got, err := dial(t, dir).Get()
