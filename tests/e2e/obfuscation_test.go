@@ -99,6 +99,21 @@ func TestInteropAmneziaWG2(t *testing.T) {
 	interopAmneziaWG(t, amneziaWG2(t), awg2Args)
 }
 
+// TestInteropAmneziaWG3: the same against amneziawg-go 3.x built from its
+// source (not on the module proxy under its v1 path), with AmneziaWG 2.0's
+// parameters and 3.x's own keys (header protection, random trailers,
+// content padding, timings) unset, which 3.x then sends and reads as 2.0.
+// It runs when $FIPS_AWG_GO_BIN names that binary and skips otherwise.
+func TestInteropAmneziaWG3(t *testing.T) {
+	requireRoot(t)
+	bin := os.Getenv("FIPS_AWG_GO_BIN")
+	if bin == "" {
+		t.Skip("needs FIPS_AWG_GO_BIN: amneziawg-go 3.x built from github.com/amnezia-vpn/amneziawg-go with " +
+			"go build -ldflags '-X github.com/amnezia-vpn/amneziawg-go/v3/ipc.socketDirectory=/var/run/wireguard'")
+	}
+	interopAmneziaWG(t, impl{name: "amneziawg-go 3.x", bin: bin}, awg2Args)
+}
+
 func interopAmneziaWG(t *testing.T, other impl, args []string) {
 	for _, fipsInitiates := range []bool{true, false} {
 		name := "amneziawg-go-initiates"
