@@ -37,6 +37,11 @@ type Obfuscation struct {
 	// precedes an initiation, in amneziawg-go's tag language ("<b 0x1234>
 	// <r 16> <t>"); "" sends none.
 	I1, I2, I3, I4, I5 string
+	// HeaderProtectionKey, when not zero, masks every message's header
+	// with a keystream under this key, as amneziawg-go 3.x does with its
+	// header_protection_key (both ends need it; S1 to S4 must then be at
+	// least 12: the padding is the keystream's nonce).
+	HeaderProtectionKey [32]byte
 }
 
 func (o *Obfuscation) params() obfs.Params {
@@ -48,7 +53,7 @@ func (o *Obfuscation) params() obfs.Params {
 	}
 	return obfs.Params{Jc: o.Jc, Jmin: o.Jmin, Jmax: o.Jmax, S1: o.S1, S2: o.S2, S3: o.S3, S4: o.S4,
 		H: [4]obfs.Range{rng(o.H1, o.H1Max), rng(o.H2, o.H2Max), rng(o.H3, o.H3Max), rng(o.H4, o.H4Max)},
-		I: [5]string{o.I1, o.I2, o.I3, o.I4, o.I5}}.Normalize()
+		I: [5]string{o.I1, o.I2, o.I3, o.I4, o.I5}, HeaderKey: o.HeaderProtectionKey}.Normalize()
 }
 
 // copyObfsKey copies the parameter named by key, one of amneziawg-go's
@@ -87,6 +92,8 @@ func copyObfsKey(dst, src *Obfuscation, key string) bool {
 		dst.I4 = src.I4
 	case "i5":
 		dst.I5 = src.I5
+	case "header_protection_key":
+		dst.HeaderProtectionKey = src.HeaderProtectionKey
 	default:
 		return false
 	}
@@ -162,7 +169,7 @@ func (d *Device) obfuscationStatus() Obfuscation {
 		return Obfuscation{}
 	}
 	o := Obfuscation{Jc: p.Jc, Jmin: p.Jmin, Jmax: p.Jmax, S1: p.S1, S2: p.S2, S3: p.S3, S4: p.S4,
-		I1: p.I[0], I2: p.I[1], I3: p.I[2], I4: p.I[3], I5: p.I[4]}
+		I1: p.I[0], I2: p.I[1], I3: p.I[2], I4: p.I[3], I5: p.I[4], HeaderProtectionKey: p.HeaderKey}
 	lo := [4]*uint32{&o.H1, &o.H2, &o.H3, &o.H4}
 	hi := [4]*uint32{&o.H1Max, &o.H2Max, &o.H3Max, &o.H4Max}
 	for i, r := range p.H {
@@ -189,6 +196,7 @@ func unwrap(ob *obfs.Params, msg []byte) (typ uint32, out []byte, ok bool) {
 	if !ok {
 		return 0, nil, false
 	}
+	ob.Mask(msg, typ) // unmasks a protected header, in place
 	if typ == noise.TypeTransport {
 		obfs.Standard(msg[off:], typ)
 	}
@@ -226,6 +234,14 @@ func wrapHandshake(ob *obfs.Params, typ uint32, dst []byte, rand io.Reader, appe
 		ob.SetType(msg, typ, mrand.Uint32())
 	}
 	return dst, msg, nil
+}
+
+// maskHandshake masks a laid-out handshake datagram's message under header
+// protection, after its MACs (the receiver unmasks, then checks them).
+func maskHandshake(ob *obfs.Params, datagram []byte, typ uint32) {
+	if ob != nil {
+		ob.Mask(datagram, typ)
+	}
 }
 
 // sendJunk sends the datagrams that precede an initiation to ep: the
@@ -278,6 +294,7 @@ func disguise(ob *obfs.Params, rng *padRNG, buf []byte, n int) int {
 		rng.read(buf[:pad])
 	}
 	ob.SetType(buf[pad:], noise.TypeTransport, rng.uint32())
+	ob.Mask(buf[:pad+n], noise.TypeTransport)
 	return pad + n
 }
 

@@ -13,11 +13,11 @@ import (
 // its socket a second name there, so that awg and awg-quick drive it.
 const AmneziaSocketDir = "/var/run/amneziawg"
 
-// LinkSocket gives the socket at path a second name, dir/IFACE.sock (dir is
+// linkSocket gives the socket at path a second name, dir/IFACE.sock (dir is
 // created 0755 if missing), as a hard link: the same socket, the same 0600
 // mode. A name that already is this socket is kept; a stale socket is
 // replaced; a live one is left alone (ErrInUse). It returns the new name.
-func LinkSocket(path, dir string) (string, error) {
+func linkSocket(path, dir string) (string, error) {
 	iface := filepath.Base(path)
 	iface = iface[:len(iface)-len(filepath.Ext(iface))]
 	link, err := SocketPath(dir, iface)
@@ -46,10 +46,10 @@ func LinkSocket(path, dir string) (string, error) {
 	return link, nil
 }
 
-// Link gives l's socket a second name in dir (see LinkSocket), which Close
+// Link gives l's socket a second name in dir (see linkSocket), which Close
 // removes with the first while it is still this socket.
 func (l *Listener) Link(dir string) error {
-	link, err := LinkSocket(l.path, dir)
+	link, err := linkSocket(l.path, dir)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package ipc
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
@@ -16,17 +18,19 @@ import (
 //	jc=<n> jmin=<n> jmax=<n> s1=<n> .. s4=<n>
 //	h1=<u32>[-<u32>] .. h4=<u32>[-<u32>]   a type or a range of types
 //	i1=<tags> .. i5=<tags>                 signature packets ("<b 0x12> <r 4>")
+//	header_protection_key=<hex>            amneziawg-go 3.x's header protection
+//	                                       (HeaderProtectionKey = <base64> in a file)
 //
 // As amneziawg-go applies them, a request or file changes only the keys it
 // names (device.Config.ObfuscationKeys); naming one with 0 turns it off.
 // device.Obfuscation says what the values mean, and Apply checks them
 // together with the ones the device keeps.
 var obfsKeys = [...]string{"jc", "jmin", "jmax", "s1", "s2", "s3", "s4",
-	"h1", "h2", "h3", "h4", "i1", "i2", "i3", "i4", "i5"}
+	"h1", "h2", "h3", "h4", "i1", "i2", "i3", "i4", "i5", "header_protection_key"}
 
 // obfsNames are obfsKeys as a configuration file writes them.
 var obfsNames = [...]string{"Jc", "Jmin", "Jmax", "S1", "S2", "S3", "S4",
-	"H1", "H2", "H3", "H4", "I1", "I2", "I3", "I4", "I5"}
+	"H1", "H2", "H3", "H4", "I1", "I2", "I3", "I4", "I5", "HeaderProtectionKey"}
 
 // isObfsKey reports whether key (lower case) is one of obfsKeys.
 func isObfsKey(key string) bool {
@@ -39,18 +43,20 @@ func isObfsKey(key string) bool {
 }
 
 // obfsField is one key's place in device.Obfuscation: an integer, a type
-// range (lo, hi: hi 0 for a single type) or a signature specification.
+// range (lo, hi: hi 0 for a single type), a signature specification or a
+// key.
 type obfsField struct {
 	n      *int
 	lo, hi *uint32
 	s      *string
+	key    *[32]byte
 }
 
 // obfsFields lists o's fields in obfsKeys' order.
 func obfsFields(o *device.Obfuscation) [len(obfsKeys)]obfsField {
 	return [...]obfsField{{n: &o.Jc}, {n: &o.Jmin}, {n: &o.Jmax}, {n: &o.S1}, {n: &o.S2}, {n: &o.S3}, {n: &o.S4},
 		{lo: &o.H1, hi: &o.H1Max}, {lo: &o.H2, hi: &o.H2Max}, {lo: &o.H3, hi: &o.H3Max}, {lo: &o.H4, hi: &o.H4Max},
-		{s: &o.I1}, {s: &o.I2}, {s: &o.I3}, {s: &o.I4}, {s: &o.I5}}
+		{s: &o.I1}, {s: &o.I2}, {s: &o.I3}, {s: &o.I4}, {s: &o.I5}, {key: &o.HeaderProtectionKey}}
 }
 
 // setObfsKey parses value into cfg's field that key (lower case) names and
@@ -93,6 +99,12 @@ func setObfsField(o **device.Obfuscation, key, value string) error {
 				return err
 			}
 			*f.lo, *f.hi = lo, hi
+		case f.key != nil:
+			k, err := parseHexKey([]byte(value))
+			if err != nil {
+				return err
+			}
+			*f.key = k
 		default:
 			*f.s = value
 		}
@@ -147,8 +159,23 @@ func obfsValue(f obfsField) string {
 			return strconv.FormatUint(uint64(*f.lo), 10)
 		}
 		return strconv.FormatUint(uint64(*f.lo), 10) + "-" + strconv.FormatUint(uint64(*f.hi), 10)
+	case f.key != nil:
+		if *f.key == ([32]byte{}) {
+			return ""
+		}
+		return hex.EncodeToString(f.key[:])
 	}
 	return *f.s
+}
+
+// setObfsKeyBase64 is setObfsKey for the header protection key written in
+// base64, as a configuration file and awg(8)'s key files write it.
+func setObfsKeyBase64(cfg *device.Config, value string) error {
+	k, err := parseKeyBase64(value)
+	if err != nil {
+		return err
+	}
+	return setObfsKey(cfg, "header_protection_key", hex.EncodeToString(k[:]))
 }
 
 // appendObfs appends o's keys that are set as UAPI lines, as amneziawg-go
@@ -205,7 +232,11 @@ func appendObfsKeys(b []byte, o device.Obfuscation, keys []string) []byte {
 // formatObfs writes o's set keys as configuration file lines (Jc = 4).
 func formatObfs(b *strings.Builder, o device.Obfuscation) {
 	for i, f := range obfsFields(&o) {
-		if v := obfsValue(f); v != "" {
+		v := obfsValue(f)
+		if v != "" && f.key != nil {
+			v = base64.StdEncoding.EncodeToString(f.key[:])
+		}
+		if v != "" {
 			fmt.Fprintf(b, "%s = %s\n", obfsNames[i], v)
 		}
 	}

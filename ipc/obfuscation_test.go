@@ -2,6 +2,8 @@ package ipc_test
 
 import (
 	"bytes"
+	"encoding/base64"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -188,5 +190,36 @@ func TestWriteSetNamedObfuscationKeys(t *testing.T) {
 	}
 	if !slices.Equal(back.ObfuscationKeys, []string{"s1", "h4"}) || *back.Obfuscation != (device.Obfuscation{H4: 77, H4Max: 99}) {
 		t.Fatalf("read back keys %q, values %+v", back.ObfuscationKeys, *back.Obfuscation)
+	}
+}
+
+// The header protection key: hex in UAPI requests and replies, base64 in a
+// configuration file (as awg(8) reads and writes it).
+func TestHeaderProtectionKey(t *testing.T) {
+	var k [32]byte
+	for i := range k {
+		k[i] = byte(i + 100)
+	}
+	cfg := mustParseSet(t, "header_protection_key="+fmt.Sprintf("%x", k)+"\ns1=20\n\n")
+	if cfg.Obfuscation == nil || cfg.Obfuscation.HeaderProtectionKey != k || !slices.Contains(cfg.ObfuscationKeys, "header_protection_key") {
+		t.Fatalf("UAPI: got %+v, keys %q", cfg.Obfuscation, cfg.ObfuscationKeys)
+	}
+	var b bytes.Buffer
+	if err := ipc.WriteGet(&b, device.Status{Obfuscation: device.Obfuscation{S1: 20, HeaderProtectionKey: k}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), fmt.Sprintf("header_protection_key=%x\n", k)) {
+		t.Fatalf("get reply lacks the key:\n%s", b.String())
+	}
+	kb64 := base64.StdEncoding.EncodeToString(k[:])
+	fc := parseConf(t, "[Interface]\nPrivateKey = "+b64(1)+"\nHeaderProtectionKey = "+kb64+"\n")
+	if fc.Obfuscation == nil || fc.Obfuscation.HeaderProtectionKey != k {
+		t.Fatalf("config file: got %+v", fc.Obfuscation)
+	}
+	if out := ipc.FormatConfig(device.Status{Obfuscation: device.Obfuscation{S1: 20, HeaderProtectionKey: k}}); !strings.Contains(out, "HeaderProtectionKey = "+kb64+"\n") {
+		t.Fatalf("showconf lacks the base64 key:\n%s", out)
+	}
+	if _, err := ipc.ParseSet(strings.NewReader("header_protection_key=12\n\n"), 0); err == nil {
+		t.Fatal("a short key was accepted")
 	}
 }
