@@ -192,11 +192,10 @@ func unwrap(ob *obfs.Params, msg []byte) (typ uint32, out []byte, ok bool) {
 	if ob == nil {
 		return noise.PeekType(msg), msg, true
 	}
-	typ, off, ok := ob.Classify(msg)
+	typ, off, ok := ob.Unwrap(msg) // unmasks a protected header, in place
 	if !ok {
 		return 0, nil, false
 	}
-	ob.Mask(msg, typ) // unmasks a protected header, in place
 	if typ == noise.TypeTransport {
 		obfs.Standard(msg[off:], typ)
 	}

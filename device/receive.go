@@ -13,8 +13,11 @@ import (
 
 // routeInbound sorts a received batch: handshake messages to the handshake
 // queue, transport data grouped by keypair to the crypto workers, anything
-// else dropped and counted. It returns the batch the receiver reads into next.
-func (d *Device) routeInbound(rb *batch, n int) *batch {
+// else dropped and counted. It returns the batch the receiver reads into next
+// and how many datagrams were not transport data (what a handshake flood
+// sends; the receiver paces on it), counted here because classifying an
+// obfuscated datagram is not free.
+func (d *Device) routeInbound(rb *batch, n int) (next *batch, handshakes int) {
 	var first *keypair
 	mixed := false
 	ob := d.obfs.Load()
@@ -28,6 +31,7 @@ func (d *Device) routeInbound(rb *batch, n int) *batch {
 		if !ok {
 			d.ctr.inc(cRxObfsDropped)
 			mixed = true
+			handshakes++
 			continue
 		}
 		switch typ {
@@ -52,13 +56,15 @@ func (d *Device) routeInbound(rb *batch, n int) *batch {
 		case noise.TypeInitiation, noise.TypeResponse, noise.TypeCookieReply:
 			d.queueHandshakeAs(typ, msg, rb.eps[i])
 			mixed = true
+			handshakes++
 		default:
 			d.ctr.inc(cRxGarbage)
 			mixed = true
+			handshakes++
 		}
 	}
 	if first == nil {
-		return rb
+		return rb, handshakes
 	}
 	if !mixed {
 		if n <= smallBatch {
@@ -70,11 +76,11 @@ func (d *Device) routeInbound(rb *batch, n int) *batch {
 					sb.release()
 				}
 			}
-			return rb
+			return rb, handshakes
 		}
 		rb.n = n
 		d.queueInbound(rb, first, pad)
-		return d.getBatch()
+		return d.getBatch(), handshakes
 	}
 	for i := 0; i < n; i++ {
 		kp := rb.kps[i]
@@ -100,7 +106,7 @@ func (d *Device) routeInbound(rb *batch, n int) *batch {
 		}
 		d.queueInbound(ob, kp, pad)
 	}
-	return rb
+	return rb, handshakes
 }
 
 // queueInbound hands b to kp's peer; pad is the S4 padding in front of

@@ -10,8 +10,9 @@ import (
 	"github.com/fips-go/fips-go/internal/testkit/netnstest"
 )
 
-// TestObfuscationThroughput measures, in one run, plain, AmneziaWG 1.0 and
-// AmneziaWG 2.0 (S3/S4 padding, type ranges) fips-go tunnels between two
+// TestObfuscationThroughput measures, in one run, plain, AmneziaWG 1.0,
+// AmneziaWG 2.0 (S3/S4 padding, type ranges) and 2.0 with 3.x's header
+// protection fips-go tunnels between two
 // namespaces: iperf3 single-stream TCP, runs interleaved (each run starting
 // with another kind, so that the machine's drifting load is not charged to
 // one), medians logged; the CPU time both daemons spent per GB, which
@@ -36,7 +37,7 @@ func TestObfuscationThroughput(t *testing.T) {
 	cases := []struct {
 		name string
 		args []string
-	}{{"plain", nil}, {"awg1.0", awgArgs}, {"awg2.0", awg2Args}}
+	}{{"plain", nil}, {"awg1.0", awgArgs}, {"awg2.0", awg2Args}, {"awg3-hp", awg3Args(t)}}
 	mbit := map[string][]float64{}
 	hs := map[string][]float64{}
 	cpu := map[string][]float64{} // both daemons' CPU seconds per GB received

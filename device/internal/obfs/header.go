@@ -75,3 +75,29 @@ func (p *Params) Mask(b []byte, typ uint32) {
 		c.XORKeyStream(b[pad:end], b[pad:end])
 	}
 }
+
+// Unwrap is Classify followed by Mask, unmasking the message in place,
+// with one keystream for both: it runs per received datagram, on the
+// device's single receive goroutine.
+func (p *Params) Unwrap(b []byte) (typ uint32, off int, ok bool) {
+	c := p.keystream(b)
+	if c == nil {
+		if p.HeaderProtected() {
+			return 0, 0, false // shorter than the nonce
+		}
+		return p.Classify(b)
+	}
+	var ks [noise.TransportHeaderSize]byte
+	c.XORKeyStream(ks[:], ks[:])
+	typ, off, ok = p.classify(b, binary.LittleEndian.Uint32(ks[:]))
+	if !ok {
+		return 0, 0, false
+	}
+	for i := range ks { // every message is at least a transport header long
+		b[off+i] ^= ks[i]
+	}
+	if typ != noise.TypeTransport { // the rest of the handshake message
+		c.XORKeyStream(b[off+len(ks):off+size(typ)], b[off+len(ks):off+size(typ)])
+	}
+	return typ, off, true
+}

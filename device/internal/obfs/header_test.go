@@ -118,3 +118,27 @@ func FuzzClassifyProtected(f *testing.F) {
 func le32(b []byte) uint32 {
 	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
 }
+
+// Unwrap classifies and unmasks as Classify and Mask do together.
+func TestUnwrapIsClassifyAndMask(t *testing.T) {
+	for _, p := range []Params{sample2, sample3} {
+		for _, typ := range []uint32{1, 2, 3, 4} {
+			for fill := byte(0); fill < 20; fill++ {
+				b := wrap(&p, typ, body(typ, max(size(typ), 100)), fill, uint32(fill))
+				if typ != noise.TypeTransport {
+					b = wrap(&p, typ, body(typ, size(typ)), fill, uint32(fill))
+				}
+				p.Mask(b, typ)
+				want := bytes.Clone(b)
+				wt, wo, wok := p.Classify(want)
+				if wok {
+					p.Mask(want, wt)
+				}
+				gt, goff, gok := p.Unwrap(b)
+				if gt != wt || goff != wo || gok != wok || !bytes.Equal(b, want) {
+					t.Fatalf("type %d: Unwrap %d %d %v, Classify+Mask %d %d %v", typ, gt, goff, gok, wt, wo, wok)
+				}
+			}
+		}
+	}
+}

@@ -244,6 +244,11 @@ func (p *Params) Classify(b []byte) (typ uint32, off int, ok bool) {
 	if !ok {
 		return 0, 0, false
 	}
+	return p.classify(b, mask)
+}
+
+// classify is Classify with the type words' mask given.
+func (p *Params) classify(b []byte, mask uint32) (typ uint32, off int, ok bool) {
 	for t := uint32(1); t <= 3; t++ {
 		pad := p.Padding(t)
 		if len(b) == pad+size(t) && p.is(t, binary.LittleEndian.Uint32(b[pad:])^mask) {
