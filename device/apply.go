@@ -21,7 +21,7 @@ var ErrPortInUse = errors.New("device: listen port unavailable")
 
 // validate checks a whole Config before any of it is applied.
 func validate(cfg *Config) error {
-	if err := validateObfuscation(cfg.Obfuscation); err != nil {
+	if err := validateObfuscation(cfg); err != nil {
 		return err
 	}
 	if cfg.Proxy != nil && *cfg.Proxy != "" {
@@ -76,6 +76,10 @@ func (d *Device) Apply(cfg *Config) (err error) {
 	if err := d.checkLimitsLocked(cfg); err != nil {
 		return err
 	}
+	obfsNew, err := d.obfuscationAfter(cfg)
+	if err != nil {
+		return err
+	}
 	// The steps that can fail for reasons outside the request (the fwmark,
 	// binding the port) go first, and a failure undoes what went before.
 	if cfg.FwMark != nil && *cfg.FwMark != d.fwmark {
@@ -114,8 +118,8 @@ func (d *Device) Apply(cfg *Config) (err error) {
 	if cfg.TLSCertificate != nil {
 		d.setCertificateLocked(*cfg.TLSCertificate)
 	}
-	if cfg.Obfuscation != nil {
-		d.setObfuscation(cfg.Obfuscation)
+	if obfsNew != nil {
+		d.setObfuscation(obfsNew)
 	}
 	if cfg.ReplacePeers {
 		d.removeAllPeersLocked()

@@ -18,8 +18,15 @@ type Config struct {
 	FwMark       *uint32 // 0 removes the mark
 	ReplacePeers bool
 	Peers        []PeerConfig
-	// Obfuscation, when set, replaces the AmneziaWG parameters whole.
+	// Obfuscation, when set, replaces the AmneziaWG parameters whole, or
+	// only those ObfuscationKeys names.
 	Obfuscation *Obfuscation
+	// ObfuscationKeys, when not empty, makes Obfuscation change only the
+	// parameters it names, by amneziawg-go's UAPI keys in lower case ("jc",
+	// "jmin", "jmax", "s1" to "s4", "h1" to "h4", "i1" to "i5"; "h1" is H1
+	// and H1Max): the others keep their values, as amneziawg-go applies a
+	// UAPI request. The parameters that result are checked as a whole.
+	ObfuscationKeys []string
 	// StreamListen, when set, turns the TCP listener for peers' streams
 	// on or off.
 	StreamListen *StreamListen

@@ -254,10 +254,12 @@ func (d *Device) queueCookieReply(checker *noise.CookieChecker, msg []byte, ep c
 	if err != nil {
 		return
 	}
-	b, _, err := wrapHandshake(d.obfs.Load(), noise.TypeCookieReply, out.msgs[out.n][:0], d.opts.Rand, reply.AppendTo)
+	ob := d.obfs.Load()
+	b, _, err := wrapHandshake(ob, noise.TypeCookieReply, out.msgs[out.n][:0], d.opts.Rand, reply.AppendTo)
 	if err != nil {
 		return
 	}
+	maskHandshake(ob, b, noise.TypeCookieReply)
 	out.bufs[out.n] = b
 	out.eps[out.n] = ep
 	out.n++
@@ -361,7 +363,8 @@ func (p *Peer) answerInitiation(info *noise.InitiationInfo, now time.Time, out [
 		d.index.Delete(idx)
 		return nil, false
 	}
-	out, msg, err := wrapHandshake(d.obfs.Load(), noise.TypeResponse, out, d.opts.Rand, resp.AppendTo)
+	ob := d.obfs.Load()
+	out, msg, err := wrapHandshake(ob, noise.TypeResponse, out, d.opts.Rand, resp.AppendTo)
 	if err != nil {
 		d.index.Delete(idx)
 		nkp.Wipe()
@@ -373,6 +376,7 @@ func (p *Peer) answerInitiation(info *noise.InitiationInfo, now time.Time, out [
 	p.timers.AuthenticatedTraversal(now)
 	p.rescheduleLocked()
 	p.cookies.AddMACs(msg, now)
+	maskHandshake(ob, out, noise.TypeResponse)
 	return out, true
 }
 
@@ -494,6 +498,7 @@ func (p *Peer) initiateAttempt(now time.Time, retry, byCookie bool) {
 	p.lastInitAt = now
 	p.initByCookie = byCookie
 	p.cookies.AddMACs(msg, now)
+	maskHandshake(ob, out, noise.TypeInitiation)
 	p.timers.HandshakeInitiated(now, jitter())
 	p.timers.AuthenticatedSent(now)
 	p.timers.AuthenticatedTraversal(now)

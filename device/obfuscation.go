@@ -37,6 +37,11 @@ type Obfuscation struct {
 	// precedes an initiation, in amneziawg-go's tag language ("<b 0x1234>
 	// <r 16> <t>"); "" sends none.
 	I1, I2, I3, I4, I5 string
+	// HeaderProtectionKey, when not zero, masks every message's header
+	// with a keystream under this key, as amneziawg-go 3.x does with its
+	// header_protection_key (both ends need it; S1 to S4 must then be at
+	// least 12: the padding is the keystream's nonce).
+	HeaderProtectionKey [32]byte
 }
 
 func (o *Obfuscation) params() obfs.Params {
@@ -48,18 +53,94 @@ func (o *Obfuscation) params() obfs.Params {
 	}
 	return obfs.Params{Jc: o.Jc, Jmin: o.Jmin, Jmax: o.Jmax, S1: o.S1, S2: o.S2, S3: o.S3, S4: o.S4,
 		H: [4]obfs.Range{rng(o.H1, o.H1Max), rng(o.H2, o.H2Max), rng(o.H3, o.H3Max), rng(o.H4, o.H4Max)},
-		I: [5]string{o.I1, o.I2, o.I3, o.I4, o.I5}}.Normalize()
+		I: [5]string{o.I1, o.I2, o.I3, o.I4, o.I5}, HeaderKey: o.HeaderProtectionKey}.Normalize()
 }
 
-func validateObfuscation(o *Obfuscation) error {
-	if o == nil {
+// copyObfsKey copies the parameter named by key, one of amneziawg-go's
+// UAPI keys, from src to dst; false when key names none.
+func copyObfsKey(dst, src *Obfuscation, key string) bool {
+	switch key {
+	case "jc":
+		dst.Jc = src.Jc
+	case "jmin":
+		dst.Jmin = src.Jmin
+	case "jmax":
+		dst.Jmax = src.Jmax
+	case "s1":
+		dst.S1 = src.S1
+	case "s2":
+		dst.S2 = src.S2
+	case "s3":
+		dst.S3 = src.S3
+	case "s4":
+		dst.S4 = src.S4
+	case "h1":
+		dst.H1, dst.H1Max = src.H1, src.H1Max
+	case "h2":
+		dst.H2, dst.H2Max = src.H2, src.H2Max
+	case "h3":
+		dst.H3, dst.H3Max = src.H3, src.H3Max
+	case "h4":
+		dst.H4, dst.H4Max = src.H4, src.H4Max
+	case "i1":
+		dst.I1 = src.I1
+	case "i2":
+		dst.I2 = src.I2
+	case "i3":
+		dst.I3 = src.I3
+	case "i4":
+		dst.I4 = src.I4
+	case "i5":
+		dst.I5 = src.I5
+	case "header_protection_key":
+		dst.HeaderProtectionKey = src.HeaderProtectionKey
+	default:
+		return false
+	}
+	return true
+}
+
+// validateObfuscation checks what can be checked without the device: the
+// key names, and parameters that replace the device's whole.
+func validateObfuscation(cfg *Config) error {
+	if cfg.Obfuscation == nil {
+		if len(cfg.ObfuscationKeys) > 0 {
+			return fmt.Errorf("%w: obfuscation keys named without values", ErrInvalidConfig)
+		}
 		return nil
 	}
-	p := o.params()
+	var scratch Obfuscation
+	for _, k := range cfg.ObfuscationKeys {
+		if !copyObfsKey(&scratch, &scratch, k) {
+			return fmt.Errorf("%w: %q is not an obfuscation key", ErrInvalidConfig, k)
+		}
+	}
+	if len(cfg.ObfuscationKeys) > 0 {
+		return nil // checked with the device's values, by obfuscationAfter
+	}
+	p := cfg.Obfuscation.params()
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
+}
+
+// obfuscationAfter is the parameters cfg leaves the device with: nil when
+// it does not change them, an error when the result is invalid. Called
+// with cfgMu held, so that two requests naming different keys both count.
+func (d *Device) obfuscationAfter(cfg *Config) (*Obfuscation, error) {
+	if cfg.Obfuscation == nil || len(cfg.ObfuscationKeys) == 0 {
+		return cfg.Obfuscation, nil
+	}
+	o := d.obfuscationStatus()
+	for _, k := range cfg.ObfuscationKeys {
+		copyObfsKey(&o, cfg.Obfuscation, k) // names checked by validate
+	}
+	p := o.params()
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return &o, nil
 }
 
 // setObfuscation installs o; called by Apply after validation. Packet
@@ -88,7 +169,7 @@ func (d *Device) obfuscationStatus() Obfuscation {
 		return Obfuscation{}
 	}
 	o := Obfuscation{Jc: p.Jc, Jmin: p.Jmin, Jmax: p.Jmax, S1: p.S1, S2: p.S2, S3: p.S3, S4: p.S4,
-		I1: p.I[0], I2: p.I[1], I3: p.I[2], I4: p.I[3], I5: p.I[4]}
+		I1: p.I[0], I2: p.I[1], I3: p.I[2], I4: p.I[3], I5: p.I[4], HeaderProtectionKey: p.HeaderKey}
 	lo := [4]*uint32{&o.H1, &o.H2, &o.H3, &o.H4}
 	hi := [4]*uint32{&o.H1Max, &o.H2Max, &o.H3Max, &o.H4Max}
 	for i, r := range p.H {
@@ -102,25 +183,21 @@ func (d *Device) obfuscationStatus() Obfuscation {
 
 // unwrap classifies a received datagram under ob (nil: off). It returns the
 // standard type and the message without its padding, its type word still
-// the configured one (the handshake MACs cover it). A transport message
-// gets its standard type word back for the transport parser, which checks
-// no MAC, and is moved to the start of msg (where the crypto workers look
-// for it): its size is then len(out). ok is false for junk and anything
-// malformed.
+// the configured one for a handshake message (the MACs cover it). A
+// transport message gets its standard type word back for the transport
+// parser, which checks no MAC, and stays where it is: its padding is always
+// ob.S4 bytes, which open takes off on a crypto worker. ok is false for junk
+// and anything malformed.
 func unwrap(ob *obfs.Params, msg []byte) (typ uint32, out []byte, ok bool) {
 	if ob == nil {
 		return noise.PeekType(msg), msg, true
 	}
-	typ, off, ok := ob.Classify(msg)
+	typ, off, ok := ob.Unwrap(msg) // unmasks a protected header, in place
 	if !ok {
 		return 0, nil, false
 	}
 	if typ == noise.TypeTransport {
-		if off > 0 {
-			msg = msg[:copy(msg, msg[off:])]
-		}
-		obfs.Standard(msg, typ)
-		return typ, msg, true
+		obfs.Standard(msg[off:], typ)
 	}
 	return typ, msg[off:], true
 }
@@ -156,6 +233,14 @@ func wrapHandshake(ob *obfs.Params, typ uint32, dst []byte, rand io.Reader, appe
 		ob.SetType(msg, typ, mrand.Uint32())
 	}
 	return dst, msg, nil
+}
+
+// maskHandshake masks a laid-out handshake datagram's message under header
+// protection, after its MACs (the receiver unmasks, then checks them).
+func maskHandshake(ob *obfs.Params, datagram []byte, typ uint32) {
+	if ob != nil {
+		ob.Mask(datagram, typ)
+	}
 }
 
 // sendJunk sends the datagrams that precede an initiation to ep: the
@@ -198,20 +283,46 @@ func (d *Device) sendJunk(ob *obfs.Params, ep conn.Endpoint) {
 // word and S4 random bytes in front, moving it up by S4, and returns its
 // new size: 0 when buf has no room (the caller drops it). Every datagram of
 // a batch grows by the same S4, so equal sizes stay equal for UDP GSO.
-func disguise(ob *obfs.Params, buf []byte, n int) int {
-	ob.SetType(buf, noise.TypeTransport, mrand.Uint32())
+func disguise(ob *obfs.Params, rng *padRNG, buf []byte, n int) int {
 	pad := ob.S4
-	if pad == 0 {
-		return n
-	}
 	if pad+n > len(buf) {
 		return 0
 	}
-	copy(buf[pad:pad+n], buf[:n])
-	for i := 0; i < pad; i += 8 {
-		var w [8]byte
-		binary.LittleEndian.PutUint64(w[:], mrand.Uint64())
-		copy(buf[i:pad], w[:])
+	if pad > 0 {
+		copy(buf[pad:pad+n], buf[:n])
+		rng.read(buf[:pad])
 	}
+	ob.SetType(buf[pad:], noise.TypeTransport, rng.uint32())
+	ob.Mask(buf[:pad+n], noise.TypeTransport)
 	return pad + n
+}
+
+// padRNG draws transport padding and type words for one batch's owner.
+// It is a ChaCha8 stream (a CSPRNG, as amneziawg-go's crypto/rand padding
+// is) keyed once from the runtime's generator, so that a packet costs a
+// few bytes of keystream instead of a runtime call per eight bytes.
+type padRNG struct {
+	seeded bool
+	c      mrand.ChaCha8
+}
+
+func (r *padRNG) init() {
+	if !r.seeded {
+		var seed [32]byte
+		for i := 0; i < len(seed); i += 8 {
+			binary.LittleEndian.PutUint64(seed[i:], mrand.Uint64())
+		}
+		r.c.Seed(seed)
+		r.seeded = true
+	}
+}
+
+func (r *padRNG) read(b []byte) {
+	r.init()
+	_, _ = r.c.Read(b) // never fails
+}
+
+func (r *padRNG) uint32() uint32 {
+	r.init()
+	return uint32(r.c.Uint64())
 }

@@ -35,6 +35,8 @@ type batch struct {
 	peer   *Peer
 	sendKP *noise.Keypair // outbound: the keypair the counters belong to
 	recvKP *keypair       // inbound: the keypair the datagrams name
+	rxPad  int            // inbound: S4 bytes before each transport message
+	rng    padRNG         // outbound: transport padding (obfuscation.go)
 	done   atomic.Bool    // crypto finished; the sequencer may flush it
 	// flows are the packets' flow buckets, counted in their peer's
 	// flowq while the batch is queued (outbound only).
@@ -48,6 +50,7 @@ type batch struct {
 func (b *batch) reset() {
 	b.n = 0
 	b.peer, b.sendKP, b.recvKP = nil, nil, nil
+	b.rxPad = 0
 	b.born = time.Time{}
 	b.counted = false
 	b.done.Store(false)

@@ -13,17 +13,25 @@ import (
 
 // routeInbound sorts a received batch: handshake messages to the handshake
 // queue, transport data grouped by keypair to the crypto workers, anything
-// else dropped and counted. It returns the batch the receiver reads into next.
-func (d *Device) routeInbound(rb *batch, n int) *batch {
+// else dropped and counted. It returns the batch the receiver reads into next
+// and how many datagrams were not transport data (what a handshake flood
+// sends; the receiver paces on it), counted here because classifying an
+// obfuscated datagram is not free.
+func (d *Device) routeInbound(rb *batch, n int) (next *batch, handshakes int) {
 	var first *keypair
 	mixed := false
 	ob := d.obfs.Load()
+	pad := 0 // S4: transport messages stay behind their padding until opened
+	if ob != nil {
+		pad = ob.S4
+	}
 	for i := 0; i < n; i++ {
 		rb.kps[i] = nil
 		typ, msg, ok := unwrap(ob, rb.bufs[i][:rb.sizes[i]])
 		if !ok {
 			d.ctr.inc(cRxObfsDropped)
 			mixed = true
+			handshakes++
 			continue
 		}
 		switch typ {
@@ -33,7 +41,6 @@ func (d *Device) routeInbound(rb *batch, n int) *batch {
 				mixed = true
 				continue
 			}
-			rb.sizes[i] = len(msg) // unwrap moved it to the start
 			e, ok := d.index.Lookup(binary.LittleEndian.Uint32(msg[4:8]))
 			if !ok || e.kp == nil {
 				d.ctr.inc(cRxUnknownIndex)
@@ -49,29 +56,31 @@ func (d *Device) routeInbound(rb *batch, n int) *batch {
 		case noise.TypeInitiation, noise.TypeResponse, noise.TypeCookieReply:
 			d.queueHandshakeAs(typ, msg, rb.eps[i])
 			mixed = true
+			handshakes++
 		default:
 			d.ctr.inc(cRxGarbage)
 			mixed = true
+			handshakes++
 		}
 	}
 	if first == nil {
-		return rb
+		return rb, handshakes
 	}
 	if !mixed {
 		if n <= smallBatch {
 			if sb := d.getSmall(); sb != nil {
 				d.ctr.add(cRxTooBig, uint64(copyInto(sb, rb, n, 0)))
 				if sb.n > 0 {
-					d.queueInbound(sb, first)
+					d.queueInbound(sb, first, pad)
 				} else {
 					sb.release()
 				}
 			}
-			return rb
+			return rb, handshakes
 		}
 		rb.n = n
-		d.queueInbound(rb, first)
-		return d.getBatch()
+		d.queueInbound(rb, first, pad)
+		return d.getBatch(), handshakes
 	}
 	for i := 0; i < n; i++ {
 		kp := rb.kps[i]
@@ -95,13 +104,16 @@ func (d *Device) routeInbound(rb *batch, n int) *batch {
 			ob.release()
 			continue
 		}
-		d.queueInbound(ob, kp)
+		d.queueInbound(ob, kp, pad)
 	}
-	return rb
+	return rb, handshakes
 }
 
-func (d *Device) queueInbound(b *batch, kp *keypair) {
+// queueInbound hands b to kp's peer; pad is the S4 padding in front of
+// each of its transport messages, which open takes off.
+func (d *Device) queueInbound(b *batch, kp *keypair, pad int) {
 	b.recvKP = kp
+	b.rxPad = pad
 	b.peer = kp.peer
 	recvq := &kp.peer.carry().recvq
 	if !recvq.reserve(d.stop) {
@@ -113,11 +125,15 @@ func (d *Device) queueInbound(b *batch, kp *keypair) {
 }
 
 // open decrypts every datagram of an inbound batch in place; ok[i] says
-// which authenticated.
+// which authenticated. Transport padding (S4) is taken off here, on a
+// crypto worker, rather than on the single receive goroutine.
 func (d *Device) open(b *batch) {
 	kp := b.recvKP
 	for i := 0; i < b.n; i++ {
 		msg := b.bufs[i][:b.sizes[i]]
+		if b.rxPad > 0 {
+			msg = msg[:copy(msg, msg[min(b.rxPad, len(msg)):])]
+		}
 		_, ctr, err := noise.ParseTransportHeader(msg)
 		if err != nil {
 			b.ok[i] = false

@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"github.com/fips-go/fips-go/conn"
-	"github.com/fips-go/fips-go/device/internal/obfs"
 	"github.com/fips-go/fips-go/device/internal/ratelimit"
-	"github.com/fips-go/fips-go/device/noise"
 )
 
 // receiver reads datagram batches from one socket of the bind until the
@@ -58,11 +56,11 @@ func (d *Device) receiver(fn conn.ReceiveFunc, paced bool) {
 		now := d.now()
 		rb.born = now
 		if !paced {
-			rb = d.routeInbound(rb, n)
+			rb, _ = d.routeInbound(rb, n)
 			continue
 		}
-		hs := countHandshakes(rb, n, d.obfs.Load())
-		rb = d.routeInbound(rb, n)
+		var hs int
+		rb, hs = d.routeInbound(rb, n)
 		// Load that is being answered (a restart storm) is read in full:
 		// pacing and shedding are for load that is not (see
 		// ratelimit.Yield).
@@ -125,23 +123,4 @@ func (d *Device) receiveRetry(retry *retryPolicy, err error) time.Duration {
 		d.opts.Logf("device: UDP receive keeps failing, retrying every %v: %v", wait, err)
 	}
 	return wait
-}
-
-// countHandshakes is how many of rb's first n datagrams are not transport
-// data: what a handshake flood sends.
-func countHandshakes(rb *batch, n int, ob *obfs.Params) int {
-	c := 0
-	for i := range n {
-		msg := rb.bufs[i][:rb.sizes[i]]
-		if ob != nil {
-			if typ, _, ok := ob.Classify(msg); !ok || typ != noise.TypeTransport {
-				c++
-			}
-			continue
-		}
-		if noise.PeekType(msg) != noise.TypeTransport {
-			c++
-		}
-	}
-	return c
 }

@@ -345,7 +345,7 @@ func (d *Device) seal(b *batch) {
 		}
 		b.sizes[i] = stagedFrom + padded + noise.TagSize
 		if ob != nil {
-			if b.sizes[i] = disguise(ob, buf, b.sizes[i]); b.sizes[i] == 0 {
+			if b.sizes[i] = disguise(ob, &b.rng, buf, b.sizes[i]); b.sizes[i] == 0 {
 				d.ctr.inc(cTxTooBig)
 			}
 		}

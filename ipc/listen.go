@@ -36,6 +36,7 @@ type Listener struct {
 	closed  bool
 	serving bool
 	conns   map[net.Conn]struct{}
+	links   []string       // second names of the socket (see Link)
 	wg      sync.WaitGroup // connection goroutines
 }
 
@@ -274,6 +275,9 @@ func (l *Listener) shutdown(removeFile bool) error {
 		}
 		l.mu.Unlock()
 		err := l.ln.Close()
+		if removeFile {
+			err = errors.Join(err, l.removeLinks())
+		}
 		if removeFile && !socketGone(l.path, l.ident) {
 			if rerr := os.Remove(l.path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 				err = errors.Join(err, rerr)

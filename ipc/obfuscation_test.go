@@ -2,6 +2,9 @@ package ipc_test
 
 import (
 	"bytes"
+	"encoding/base64"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,8 +49,18 @@ func TestGetObfuscation(t *testing.T) {
 	if err := ipc.WriteGet(&b, st); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := b.String(), "listen_port=51820\njc=4\nh4=77\n"; got != want {
+	// With obfuscation on, the unset types are shown as their standard
+	// values, as amneziawg-go shows them: awg(8) reads a missing h2 as 0
+	// and would print "h2: 0".
+	if got, want := b.String(), "listen_port=51820\njc=4\nh1=1\nh2=2\nh3=3\nh4=77\n"; got != want {
 		t.Fatalf("WriteGet wrote %q, want %q", got, want)
+	}
+	b.Reset()
+	if err := ipc.WriteGet(&b, device.Status{ListenPort: 51820}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.String(), "listen_port=51820\n"; got != want {
+		t.Fatalf("plain: WriteGet wrote %q, want %q (wireguard-go's reply)", got, want)
 	}
 	_, dir := startServer(t, &mapHandler{st: device.Status{Obfuscation: awgParams}}, ipc.ServeOptions{})
 	got, err := dial(t, dir).Get()
@@ -154,5 +167,59 @@ func TestObfuscation2Keys(t *testing.T) {
 		if _, err := ipc.ParseSet(strings.NewReader(bad), 0); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// `fips-go set wg0 s1 0` and a request naming keys send exactly those keys,
+// zeros included, so that the daemon changes those alone.
+func TestWriteSetNamedObfuscationKeys(t *testing.T) {
+	cfg, err := ipc.ParseSetArgs([]string{"s1", "0", "h4", "77-99"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := ipc.WriteSet(&b, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.String(), "s1=0\nh4=77-99\n\n"; got != want {
+		t.Fatalf("wrote %q, want %q", got, want)
+	}
+	back, err := ipc.ParseSet(&b, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(back.ObfuscationKeys, []string{"s1", "h4"}) || *back.Obfuscation != (device.Obfuscation{H4: 77, H4Max: 99}) {
+		t.Fatalf("read back keys %q, values %+v", back.ObfuscationKeys, *back.Obfuscation)
+	}
+}
+
+// The header protection key: hex in UAPI requests and replies, base64 in a
+// configuration file (as awg(8) reads and writes it).
+func TestHeaderProtectionKey(t *testing.T) {
+	var k [32]byte
+	for i := range k {
+		k[i] = byte(i + 100)
+	}
+	cfg := mustParseSet(t, "header_protection_key="+fmt.Sprintf("%x", k)+"\ns1=20\n\n")
+	if cfg.Obfuscation == nil || cfg.Obfuscation.HeaderProtectionKey != k || !slices.Contains(cfg.ObfuscationKeys, "header_protection_key") {
+		t.Fatalf("UAPI: got %+v, keys %q", cfg.Obfuscation, cfg.ObfuscationKeys)
+	}
+	var b bytes.Buffer
+	if err := ipc.WriteGet(&b, device.Status{Obfuscation: device.Obfuscation{S1: 20, HeaderProtectionKey: k}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), fmt.Sprintf("header_protection_key=%x\n", k)) {
+		t.Fatalf("get reply lacks the key:\n%s", b.String())
+	}
+	kb64 := base64.StdEncoding.EncodeToString(k[:])
+	fc := parseConf(t, "[Interface]\nPrivateKey = "+b64(1)+"\nHeaderProtectionKey = "+kb64+"\n")
+	if fc.Obfuscation == nil || fc.Obfuscation.HeaderProtectionKey != k {
+		t.Fatalf("config file: got %+v", fc.Obfuscation)
+	}
+	if out := ipc.FormatConfig(device.Status{Obfuscation: device.Obfuscation{S1: 20, HeaderProtectionKey: k}}); !strings.Contains(out, "HeaderProtectionKey = "+kb64+"\n") {
+		t.Fatalf("showconf lacks the base64 key:\n%s", out)
+	}
+	if _, err := ipc.ParseSet(strings.NewReader("header_protection_key=12\n\n"), 0); err == nil {
+		t.Fatal("a short key was accepted")
 	}
 }

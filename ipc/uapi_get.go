@@ -287,7 +287,11 @@ func (g *getParser) deviceKV(k, v []byte) error {
 	default:
 		if isObfsKey(string(k)) {
 			o := &g.st.Obfuscation
-			return setObfsKey(&o, string(k), string(v))
+			if err := setObfsField(&o, string(k), string(v)); err != nil {
+				return err
+			}
+			clearStandardTypes(o)
+			return nil
 		}
 	}
 	return nil

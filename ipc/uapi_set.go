@@ -191,7 +191,7 @@ func (p *setParser) deviceLine(k, v []byte) *Error {
 		}
 	default:
 		if isObfsKey(string(k)) {
-			if err := setObfsKey(&p.cfg.Obfuscation, string(k), string(v)); err != nil {
+			if err := setObfsKey(&p.cfg, string(k), string(v)); err != nil {
 				return wrapError(ErrnoInvalid, err, "%s", k)
 			}
 			return nil
@@ -390,7 +390,9 @@ func WriteSet(w io.Writer, cfg *device.Config) error {
 	if cfg.FwMark != nil {
 		b = appendUint(b, "fwmark", uint64(*cfg.FwMark))
 	}
-	if cfg.Obfuscation != nil {
+	if cfg.Obfuscation != nil && len(cfg.ObfuscationKeys) > 0 {
+		b = appendObfsKeys(b, *cfg.Obfuscation, cfg.ObfuscationKeys)
+	} else if cfg.Obfuscation != nil {
 		b = appendObfs(b, *cfg.Obfuscation, true)
 	}
 	if cfg.StreamListen != nil {

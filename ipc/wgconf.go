@@ -250,8 +250,14 @@ func (p *confParser) interfaceKey(key, value string) error {
 			return fmt.Errorf("%s: %w", key, err)
 		}
 	default:
-		if k := strings.ToLower(key); isObfsKey(k) {
-			if err := setObfsKey(&p.cfg.Obfuscation, k, value); err != nil {
+		if strings.EqualFold(key, "HeaderProtectionKey") {
+			if err := setObfsKeyBase64(&p.cfg, value); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+			return nil
+		}
+		if k := strings.ToLower(key); isObfsKey(k) && k != "header_protection_key" {
+			if err := setObfsKey(&p.cfg, k, value); err != nil {
 				return fmt.Errorf("%s: %w", key, err)
 			}
 			return nil

@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -73,7 +74,7 @@ func setArgAllowed(arg string, inPeer bool) bool {
 		return true
 	case "listen-port", "fwmark", "private-key":
 		return !inPeer
-	case "jc", "jmin", "jmax", "s1", "s2", "s3", "s4", "h1", "h2", "h3", "h4", "i1", "i2", "i3", "i4", "i5", "tcp-listen", "proxy", "tls-certificate", "tls-key":
+	case "jc", "jmin", "jmax", "s1", "s2", "s3", "s4", "h1", "h2", "h3", "h4", "i1", "i2", "i3", "i4", "i5", "header-protection-key", "tcp-listen", "proxy", "tls-certificate", "tls-key":
 		return !inPeer
 	case "preshared-key", "endpoint", "persistent-keepalive", "allowed-ips", "transport", "path-probes", "tls-server-name":
 		return inPeer
@@ -123,8 +124,14 @@ func setDeviceArg(cfg *device.Config, arg, v string, readFile func(string) ([]by
 			return err
 		}
 		return setTLSPart(cfg, arg == "tls-key", pem)
+	case "header-protection-key":
+		k, err := readKeyFile(v, readFile)
+		if err != nil {
+			return err
+		}
+		return setObfsKey(cfg, "header_protection_key", hex.EncodeToString(k[:]))
 	default:
-		return setObfsKey(&cfg.Obfuscation, arg, v)
+		return setObfsKey(cfg, arg, v)
 	}
 	return nil
 }

@@ -99,6 +99,34 @@ func TestInteropAmneziaWG2(t *testing.T) {
 	interopAmneziaWG(t, amneziaWG2(t), awg2Args)
 }
 
+// awg3Args add amneziawg-go 3.x's header protection to awg2Args (every S
+// at least 12 bytes, the keystream's nonce), its key in a file as
+// `awg set` takes it.
+func awg3Args(t *testing.T) []string {
+	key := filepath.Join(t.TempDir(), "hp.key")
+	if err := os.WriteFile(key, []byte("Dx4tPEtaaXiHlqW0w9Lh8AERIjNEVWZ3iJmqu8zd7v8=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return append(slices.Clone(awg2Args), "s4", "16", "header-protection-key", key)
+}
+
+// TestInteropAmneziaWG3: the same against amneziawg-go 3.x built from its
+// source (not on the module proxy under its v1 path): with AmneziaWG 2.0's
+// parameters and 3.x's own keys unset (3.x then speaks 2.0), and with its
+// header protection. It runs when $FIPS_AWG_GO_BIN names that binary and
+// skips otherwise.
+func TestInteropAmneziaWG3(t *testing.T) {
+	requireRoot(t)
+	bin := os.Getenv("FIPS_AWG_GO_BIN")
+	if bin == "" {
+		t.Skip("needs FIPS_AWG_GO_BIN: amneziawg-go 3.x built from github.com/amnezia-vpn/amneziawg-go with " +
+			"go build -ldflags '-X github.com/amnezia-vpn/amneziawg-go/v3/ipc.socketDirectory=/var/run/wireguard'")
+	}
+	other := impl{name: "amneziawg-go 3.x", bin: bin}
+	t.Run("awg2.0", func(t *testing.T) { interopAmneziaWG(t, other, awg2Args) })
+	t.Run("header-protection", func(t *testing.T) { interopAmneziaWG(t, other, awg3Args(t)) })
+}
+
 func interopAmneziaWG(t *testing.T, other impl, args []string) {
 	for _, fipsInitiates := range []bool{true, false} {
 		name := "amneziawg-go-initiates"

@@ -60,6 +60,7 @@ type Params struct {
 	S1, S2, S3, S4 int // random bytes before an initiation, response, cookie reply, transport
 	H              [4]Range
 	I              [5]string
+	HeaderKey      [32]byte // header protection (header.go); zero: off
 }
 
 // On reports whether any parameter is set.
@@ -103,6 +104,13 @@ func (p *Params) Validate() error {
 			a, b := p.effective(i), p.effective(j)
 			if a.Lo <= b.Hi && b.Lo <= a.Hi {
 				return fmt.Errorf("%w: the types of h%d (%s) and h%d (%s) overlap", ErrInvalid, i, a, j, b)
+			}
+		}
+	}
+	if p.HeaderProtected() {
+		for i, s := range []int{p.S1, p.S2, p.S3, p.S4} {
+			if s < NonceSize {
+				return fmt.Errorf("%w: header protection needs s1 to s4 of at least %d bytes (its nonce), s%d is %d", ErrInvalid, NonceSize, i+1, s)
 			}
 		}
 	}
@@ -228,14 +236,26 @@ func (p *Params) JunkSize(r uint32) int {
 // configured type word) starts, or ok false for anything else: junk,
 // signature packets, a standard type that a configured one replaces, a
 // size its type cannot have. It never panics.
+//
+// With header protection the type word is compared unmasked, and the
+// message stays masked: Mask unmasks it.
 func (p *Params) Classify(b []byte) (typ uint32, off int, ok bool) {
+	mask, ok := p.typeMask(b)
+	if !ok {
+		return 0, 0, false
+	}
+	return p.classify(b, mask)
+}
+
+// classify is Classify with the type words' mask given.
+func (p *Params) classify(b []byte, mask uint32) (typ uint32, off int, ok bool) {
 	for t := uint32(1); t <= 3; t++ {
 		pad := p.Padding(t)
-		if len(b) == pad+size(t) && p.is(t, binary.LittleEndian.Uint32(b[pad:])) {
+		if len(b) == pad+size(t) && p.is(t, binary.LittleEndian.Uint32(b[pad:])^mask) {
 			return t, pad, true
 		}
 	}
-	if pad := p.S4; len(b) >= pad+noise.TransportOverhead && p.is(noise.TypeTransport, binary.LittleEndian.Uint32(b[pad:])) {
+	if pad := p.S4; len(b) >= pad+noise.TransportOverhead && p.is(noise.TypeTransport, binary.LittleEndian.Uint32(b[pad:])^mask) {
 		return noise.TypeTransport, pad, true
 	}
 	return 0, 0, false

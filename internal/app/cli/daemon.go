@@ -95,7 +95,24 @@ func createInterface(iface string) (tun.Device, string, *ipc.Listener, error) {
 		t.Close()
 		return nil, "", nil, err
 	}
+	linkForAWG(name, l)
 	return t, name, l, nil
+}
+
+// linkForAWG gives the UAPI socket its second name in awg(8)'s directory,
+// so that amneziawg-tools' awg and awg-quick drive the daemon as wg and
+// wg-quick do. Without it the daemon still works: the failure is logged.
+func linkForAWG(name string, l *ipc.Listener) {
+	if err := l.Link(ipc.AmneziaSocketDir); err != nil {
+		_, errf := loggers(fmt.Sprintf("fips-go(%s): ", name))
+		errf("awg(8) will not find this interface: %v", err)
+	}
+}
+
+// awgSocketPath is iface's socket name in awg(8)'s directory.
+func awgSocketPath(iface string) string {
+	p, _ := ipc.SocketPath(ipc.AmneziaSocketDir, iface) // iface is a valid name here
+	return p
 }
 
 // daemonize creates the TUN and socket, starts the child on them, and waits
@@ -252,6 +269,7 @@ func runDaemonChild(iface string, mc metricsConfig, st settings) error {
 		t.Close()
 		return err
 	}
+	linkForAWG(name, l) // the parent linked it: this records it for Close
 	role := daemonRole{}
 	if monitor != nil {
 		if role, err = workerRole(t, monitor); err != nil {
@@ -362,7 +380,7 @@ func sandboxDaemon(st settings, role sandbox.Role, errf func(string, ...any)) sa
 	if st.noSandbox {
 		return sandbox.Status{Off: true}
 	}
-	cfg := sandbox.Config{Role: role, SocketDir: ipc.DefaultSocketDir}
+	cfg := sandbox.Config{Role: role, SocketDir: ipc.DefaultSocketDir, LinkDir: ipc.AmneziaSocketDir}
 	if st.memProfile != "" {
 		cfg.WriteFiles = append(cfg.WriteFiles, st.memProfile)
 	}

@@ -53,6 +53,11 @@ func monitorForeground(name string, t tun.Device, l *ipc.Listener, mc metricsCon
 // when no worker got going.
 func removeSocket(iface string) {
 	if path, err := ipc.SocketPath(ipc.DefaultSocketDir, iface); err == nil {
+		if fi, err := os.Lstat(path); err == nil {
+			if li, err := os.Lstat(awgSocketPath(iface)); err == nil && os.SameFile(fi, li) {
+				os.Remove(awgSocketPath(iface))
+			}
+		}
 		os.Remove(path)
 	}
 }
@@ -103,7 +108,7 @@ func runMonitor(iface string, tf, uf, mf *os.File, st settings) error {
 	}
 	// After the worker has its copies: the monitor keeps sys_admin and
 	// net_admin only, and removing files from the socket directory.
-	sb := sandbox.Apply(sandbox.Config{Role: sandbox.Monitor, SocketDir: ipc.DefaultSocketDir})
+	sb := sandbox.Apply(sandbox.Config{Role: sandbox.Monitor, SocketDir: ipc.DefaultSocketDir, LinkDir: ipc.AmneziaSocketDir})
 	for _, p := range sb.Problems {
 		errf("sandbox: %s", p)
 	}
@@ -176,7 +181,7 @@ func startWorker(iface string, tf, uf, mf *os.File, st settings) (*privsep.Monit
 		return nil, nil, err
 	}
 	defer wrk.Close()
-	m, err := privsep.NewMonitor(mon, tf, path)
+	m, err := privsep.NewMonitor(mon, tf, path, awgSocketPath(iface))
 	mon.Close()
 	if err != nil {
 		return nil, nil, err

@@ -19,6 +19,7 @@ type Monitor struct {
 	conn   int // our end of the pair, blocking
 	back   int // our own network namespace, to come back to
 	socket string
+	links  []string    // the socket's second names (awg(8)'s directory)
 	ident  fs.FileInfo // the socket file as the daemon created it
 
 	mu  sync.Mutex // guards tun
@@ -26,10 +27,11 @@ type Monitor struct {
 }
 
 // NewMonitor takes conn (its end of the pair), tun (a descriptor of the
-// TUN, which it owns from then on) and the UAPI socket's path. It opens
+// TUN, which it owns from then on), the UAPI socket's path and its second
+// names (hard links, removed with it). It opens
 // what it needs later now, before the caller sandboxes it: a descriptor
 // of its own namespace, and the socket file's identity.
-func NewMonitor(conn, tun *os.File, socketPath string) (*Monitor, error) {
+func NewMonitor(conn, tun *os.File, socketPath string, links ...string) (*Monitor, error) {
 	ident, err := os.Lstat(socketPath)
 	if err != nil {
 		return nil, fmt.Errorf("privsep: %w", err)
@@ -44,7 +46,7 @@ func NewMonitor(conn, tun *os.File, socketPath string) (*Monitor, error) {
 		return nil, fmt.Errorf("privsep: %w", err)
 	}
 	unix.CloseOnExec(fd)
-	return &Monitor{conn: fd, back: back, socket: socketPath, ident: ident, tun: tun}, nil
+	return &Monitor{conn: fd, back: back, socket: socketPath, links: links, ident: ident, tun: tun}, nil
 }
 
 // Serve answers requests until the worker's end closes (it exited), then
@@ -154,8 +156,10 @@ func (m *Monitor) closeTUN() {
 // also how the monitor asks the worker to stop: the worker exits when
 // its socket file goes, as it does for `wg-quick down`.
 func (m *Monitor) RemoveSocket() {
-	fi, err := os.Lstat(m.socket)
-	if err == nil && os.SameFile(fi, m.ident) {
-		os.Remove(m.socket)
+	for _, p := range append(m.links, m.socket) { // the watched name last
+		fi, err := os.Lstat(p)
+		if err == nil && os.SameFile(fi, m.ident) {
+			os.Remove(p)
+		}
 	}
 }

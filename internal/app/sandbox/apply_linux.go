@@ -225,11 +225,13 @@ func restrictFiles(c Config) (int, error) {
 	case Whole:
 		rules = append(rules, landlock.ROFiles(ReadFiles...).IgnoreIfMissing())
 	}
-	if c.SocketDir != "" {
-		rules = append(rules, landlock.PathAccess(llsys.AccessFSRemoveFile|llsys.AccessFSReadDir, c.SocketDir).IgnoreIfMissing())
+	for _, d := range []string{c.SocketDir, c.LinkDir} {
+		if d != "" {
+			rules = append(rules, landlock.PathAccess(llsys.AccessFSRemoveFile|llsys.AccessFSReadDir, d).IgnoreIfMissing())
+		}
 	}
 	for _, d := range c.WriteDirs() {
-		if d != c.SocketDir {
+		if d != c.SocketDir && d != c.LinkDir {
 			rules = append(rules, landlock.RWDirs(d).IgnoreIfMissing())
 		}
 	}

@@ -225,6 +225,9 @@ type Config struct {
 	Role Role
 	// SocketDir holds the UAPI socket, removed at exit.
 	SocketDir string
+	// LinkDir holds the socket's second name (awg(8)'s directory),
+	// removed at exit too.
+	LinkDir string
 	// WriteFiles are files the daemon creates later (a heap profile
 	// written at exit): their directories may gain new files.
 	WriteFiles []string
@@ -308,8 +311,10 @@ func ReadPaths(evalSymlinks func(string) (string, error)) (dirs []string) {
 // WriteFiles' directories.
 func (c Config) WriteDirs() []string {
 	var dirs []string
-	if c.SocketDir != "" {
-		dirs = append(dirs, c.SocketDir)
+	for _, d := range []string{c.SocketDir, c.LinkDir} {
+		if d != "" && !contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
 	}
 	for _, f := range c.WriteFiles {
 		if d := filepath.Dir(f); !contains(dirs, d) {

@@ -2,6 +2,7 @@ package showfmt
 
 import (
 	"bufio"
+	"encoding/base64"
 	"fmt"
 
 	"github.com/fips-go/fips-go/device"
@@ -30,9 +31,19 @@ func showObfuscation(bw *bufio.Writer, o device.Obfuscation) {
 		{"s1", num(o.S1)}, {"s2", num(o.S2)}, {"s3", num(o.S3)}, {"s4", num(o.S4)},
 		{"h1", rng(o.H1, o.H1Max)}, {"h2", rng(o.H2, o.H2Max)}, {"h3", rng(o.H3, o.H3Max)}, {"h4", rng(o.H4, o.H4Max)},
 		{"i1", o.I1}, {"i2", o.I2}, {"i3", o.I3}, {"i4", o.I4}, {"i5", o.I5},
+		{"header protection key", hpKey(o.HeaderProtectionKey)},
 	} {
 		if f.v != "" {
 			fmt.Fprintf(bw, "  %s: %s\n", f.name, f.v)
 		}
 	}
+}
+
+// hpKey is the header protection key in base64, as awg(8) shows it ("" if
+// unset); like a preshared key, both ends hold it.
+func hpKey(k [32]byte) string {
+	if k == ([32]byte{}) {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString(k[:])
 }

@@ -147,6 +147,8 @@ const SeedObfuscation = "set=1\njc=4\njmin=40\njmax=70\ns1=52\ns2=37\n" +
 
 // DeviceBadRequests are refused by the device's validation of the whole
 // request (device.Config), not by the parser: run them against a device.
+// A request changes only the obfuscation keys it names, so several are
+// invalid only together with the seeded values they meet.
 var DeviceBadRequests = []BadRequest{
 	bad("jmin above jmax", set("jc=4", "jmin=70", "jmax=40"), einval),
 	bad("jmax above 1280", set("jc=4", "jmin=40", "jmax=1281"), einval),
@@ -156,12 +158,14 @@ var DeviceBadRequests = []BadRequest{
 	bad("s2 too large", set("s2=1189"), einval),
 	bad("padded handshakes of one size", set("s1=10", "s2=66"), einval),
 	bad("h values equal", set("h1=100", "h2=100"), einval),
-	bad("h1 a standard type", set("h1=2"), einval),
-	bad("h4 equal to the standard type h1 keeps", set("h4=1"), einval),
+	bad("h1 equal to the h4 the device has", set("h1=1234567894"), einval),
+	bad("h1 a standard type h2 keeps", set("h2=0", "h1=2"), einval),
+	bad("h4 equal to the standard type h1 keeps", set("h1=0", "h4=1"), einval),
 	bad("s3 too large", set("s3=1217"), einval),
 	bad("s4 too large", set("s4=257"), einval),
 	bad("h ranges overlap", set("h1=100-200", "h2=150"), einval),
-	bad("h range covering a standard type", set("h4=1-10"), einval),
+	bad("h range covering a standard type", set("h3=0", "h4=1-10"), einval),
+	bad("s2 making the response as long as the initiation the device pads", set("s2=108"), einval),
 	bad("i1 unknown tag", set("i1=<x 5>"), einval),
 	bad("i2 text outside tags", set("i2=hello"), einval),
 	bad("valid keys, then an invalid combination", set("private_key="+otherKey, "listen_port=4242", "jc=4", "jmin=9", "jmax=8"), einval),
