@@ -75,12 +75,13 @@ func (c *streamConn) enqueue(bufs [][]byte) {
 			bad++
 			continue
 		}
-		if len(c.q)+streamframe.Len(len(b)) > c.s.opts.queueBytes {
+		need := len(c.q) + streamframe.Len(len(b))
+		if need > c.s.opts.queueBytes {
 			drops++
 			continue
 		}
-		if c.q == nil {
-			c.q = make([]byte, 0, c.s.opts.queueBytes)
+		if need > cap(c.q) {
+			c.q = c.s.opts.grow(c.q, need)
 		}
 		c.q, _ = streamframe.Append(c.q, b)
 		c.qn++
