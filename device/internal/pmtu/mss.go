@@ -9,16 +9,20 @@ import (
 
 // MSS is the TCP maximum segment size that keeps a segment of an inner
 // packet of IP version ipVersion within innerMTU, 0 when innerMTU is 0.
+// IPv6 gets no 1280-byte floor here: a link must carry 1280 bytes, but a
+// TCP segment may be smaller, and over a path that carries less inside
+// the tunnel (1280 outside leaves 1200) a smaller MSS is the only way the
+// inner TCP avoids fragmented outer datagrams (its stack ignores a
+// packet-too-big below 1280).
 func MSS(innerMTU, ipVersion int) int {
 	if innerMTU <= 0 {
 		return 0
 	}
 	hdr := packet.IPv4HeaderLen + packet.TCPHeaderLen
-	floor := MinInnerMTUv4
 	if ipVersion == 6 {
-		hdr, floor = packet.IPv6HeaderLen+packet.TCPHeaderLen, MinInnerMTUv6
+		hdr = packet.IPv6HeaderLen + packet.TCPHeaderLen
 	}
-	return max(innerMTU, floor) - hdr
+	return max(innerMTU, MinInnerMTUv4) - hdr
 }
 
 // ClampMSS lowers the MSS option of pkt, when it is a TCP SYN (or SYN-ACK)
