@@ -39,10 +39,13 @@ func TestPMTUPaddedDatagramFits(t *testing.T) {
 		biggest = 0
 		mu.Unlock()
 		pkt := tcpPacket(t, addrA, addrB, packet.TCPAck, nil, size)
+		// Counted before the packet goes in: the answer may come before
+		// arrivedOrAnswered first looks.
+		before := counter(a.dev.Status(), "tx_pmtu_icmp_sent")
 		if err := a.tun.(*memtun.Device).Inject(pkt); err != nil {
 			t.Fatal(err)
 		}
-		arrived, answered := arrivedOrAnswered(t, a, b)
+		arrived, answered := arrivedOrAnswered(t, a, b, before)
 		mu.Lock()
 		sent := biggest
 		mu.Unlock()
@@ -57,10 +60,10 @@ func TestPMTUPaddedDatagramFits(t *testing.T) {
 }
 
 // arrivedOrAnswered waits until the packet just injected at a comes out
-// of b's TUN or a counts a fragmentation-needed sent for it.
-func arrivedOrAnswered(t *testing.T, a, b *node) (arrived, answered bool) {
+// of b's TUN or a counts a fragmentation-needed sent for it (more than
+// before, the count before it was injected).
+func arrivedOrAnswered(t *testing.T, a, b *node, before uint64) (arrived, answered bool) {
 	t.Helper()
-	before := counter(a.dev.Status(), "tx_pmtu_icmp_sent")
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		_, err := b.tun.(*memtun.Device).Next(ctx)
