@@ -57,6 +57,7 @@ const (
 	cRxPMTUProbes
 	cRxPMTUAcks
 	cTxPMTUTCPBlackHoles
+	cTxPMTUDFSamples
 	cResumeInitiations
 	cSessionsResumed
 	numCounters
@@ -113,6 +114,7 @@ var counterNames = [numCounters]string{
 	cRxPMTUProbes:                 "rx_pmtu_probes_answered",
 	cRxPMTUAcks:                   "rx_pmtu_probe_acks",
 	cTxPMTUTCPBlackHoles:          "tx_pmtu_tcp_black_holes",
+	cTxPMTUDFSamples:              "tx_pmtu_df_samples",
 	cResumeInitiations:            "resume_initiations_sent",
 	cSessionsResumed:              "sessions_resumed",
 }

@@ -64,6 +64,7 @@ type peerPMTU struct {
 	dst netip.AddrPort // the endpoint kernel is for, guarded by mu
 
 	tcp peerTCPWatch // pmtu_tcp.go
+	df  peerDF       // pmtu_df.go
 }
 
 // pmtuSignals is the device's budget for telling inner senders: a token
@@ -93,6 +94,7 @@ func (p *Peer) refreshPMTU(now time.Time) {
 	}
 	ep, ok := p.refreshKernelLocked(now)
 	p.refreshTCPWatchLocked(now)
+	p.refreshDFLocked(now)
 	st.mu.Unlock()
 	if ok {
 		p.kickProbe(now, ep)
@@ -147,6 +149,7 @@ func (p *Peer) refreshKernelLocked(now time.Time) (conn.Endpoint, bool) {
 	if ep.Dst != st.dst {
 		st.probed.Store(0) // found for another path
 		st.tcp.until.Store(0)
+		st.resetDFLocked()
 	}
 	st.dst = ep.Dst
 	st.kernel.Store(int32(mtu))
@@ -223,6 +226,9 @@ func (d *Device) fitOutbound(p *Peer, pkt []byte, now time.Time) bool {
 	if inner == 0 {
 		if above := int(st.tcp.above.Load()); above > 0 && len(pkt) > above {
 			d.watchTCP(p, pkt, now)
+		}
+		if st.df.watch.Load() && len(pkt) > dfAbove {
+			d.seenDF(p, st, pkt, now)
 		}
 		return true
 	}

@@ -133,7 +133,8 @@ func TestPMTUProbeFullPath(t *testing.T) {
 // or a path that carries none) cost three at the tunnel's MTU and three at
 // the base size, then none until the next search ten minutes later
 // however busy the peer is; the path MTU stays unknown and packets pass
-// as before.
+// as before, except a DF sample (pmtu_df.go), which this path drops and
+// the inner TCP would send again.
 func TestPMTUProbeSilentPeer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b, probes := probePair(t, 0)
@@ -151,6 +152,12 @@ func TestPMTUProbeSilentPeer(t *testing.T) {
 		big := tcpPacket(t, addrA, addrB, packet.TCPAck, nil, 1420)
 		if err := a.tun.(*memtun.Device).Inject(big); err != nil {
 			t.Fatal(err)
+		}
+		synctest.Wait()
+		if counter(a.dev.Status(), "tx_pmtu_df_samples") == 1 {
+			if err := a.tun.(*memtun.Device).Inject(big); err != nil { // the resend
+				t.Fatal(err)
+			}
 		}
 		if got := next(t, b.tun, time.Minute); !bytes.Equal(got, big) {
 			t.Fatalf("b got %d bytes, want the full-size packet", len(got))

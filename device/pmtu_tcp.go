@@ -99,9 +99,15 @@ func (d *Device) watchTCP(p *Peer, pkt []byte, now time.Time) {
 	}
 	hit := w.r.Sent(pkt, now)
 	w.mu.Unlock()
-	if !hit {
-		return
+	if hit {
+		d.setPathFloor(p, now)
 	}
+}
+
+// setPathFloor makes p's path MTU pmtuTCPFloor for pmtuTCPHold, after the
+// inner TCP showed a black hole, if the peer was heard from lately.
+func (d *Device) setPathFloor(p *Peer, now time.Time) {
+	st := p.pmtu.Load()
 	t := p.live.Load()
 	if t == nil || now.Sub(time.Unix(t.lastRx.Load(), 0)) > pmtuAliveWithin {
 		return // nothing passes: the path is down, not narrow

@@ -228,6 +228,7 @@ func (p *Peer) sendBatchTxLocked(b *batch, now time.Time) {
 		b.counters[i] = c
 		data = data || b.sizes[i] > 0
 	}
+	p.pickDFSample(b, now)
 	b.sendKP = kp
 	if data {
 		p.timers.DataSent(now, jitter())
@@ -399,6 +400,7 @@ func (p *Peer) sendBatches(bs []*batch, out [][]byte) [][]byte {
 		clear(out)
 		out, bytes = out[:0], 0
 	}
+	df, dfc := p.dfPick()
 	for _, b := range bs {
 		if !ok {
 			d.ctr.add(cTxNoEndpoint, uint64(b.n))
@@ -410,6 +412,12 @@ func (p *Peer) sendBatches(bs []*batch, out [][]byte) [][]byte {
 		for i := 0; i < b.n; i++ {
 			if b.sizes[i] == 0 { // dropped by seal
 				continue
+			}
+			if df != nil && b.counters[i]+1 == dfc && df.counter.CompareAndSwap(dfc, 0) {
+				flush() // what was sealed before it leaves before it
+				if p.sendDF(ep, b.bufs[i][:b.sizes[i]]) {
+					continue
+				}
 			}
 			out = append(out, b.bufs[i][:b.sizes[i]])
 			bytes += uint64(b.sizes[i])

@@ -13,7 +13,8 @@
 # FAR="fips-go wireguard-go" picks the far sides (wireguard-go built from
 # go.mod into bin/wireguard-go, as the other benches do); FIPS_GO_PATH_PROBES is
 # passed to fips-go as it is set. PMTU_PREFIX names the namespaces and
-# interfaces, so that two runs on one machine do not meet.
+# interfaces, so that two runs on one machine do not meet; PMTU_V6=0 or 1
+# runs only the IPv4 or the IPv6 underlay.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-5}"; runs="${2:-3}"
@@ -91,7 +92,7 @@ echo "| far side | underlay | case | A->B Mbit/s | B->A Mbit/s | runs A->B | run
 echo "|---|---|---|---|---|---|---|"
 for far in $far_sides; do
   [ -x "bin/$far" ] || { echo "bench-pmtu: no bin/$far" >&2; exit 1; }
-  for v6 in 0 1; do
+  for v6 in ${PMTU_V6:-0 1}; do
     hab=0; hba=0
     for c in "1200 0 MTU 1200 by hand" "1420 0 default, ICMP passes" "1420 1 default, ICMP dropped"; do
       set -- $c; mtu=$1; drop=$2; shift 2; name="$*"
