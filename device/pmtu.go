@@ -227,10 +227,14 @@ func (d *Device) fitOutbound(p *Peer, pkt []byte, now time.Time) bool {
 		if above := int(st.tcp.above.Load()); above > 0 && len(pkt) > above {
 			d.watchTCP(p, pkt, now)
 		}
-		if st.df.watch.Load() && len(pkt) > dfAbove {
+		if st.df.watch.Load() && len(pkt) > int(st.df.above.Load()) {
 			d.seenDF(p, st, pkt, now)
 		}
-		return true
+		if inner = int(st.inner.Load()); inner == 0 {
+			return true
+		}
+		// This very resend showed the black hole: it is answered now,
+		// not at the inner TCP's next timeout.
 	}
 	if len(pkt) <= inner {
 		if pmtu.ClampMSS(pkt, inner) {

@@ -9,27 +9,35 @@ import (
 	"github.com/fips-go/fips-go/device/internal/pmtu"
 )
 
-// DF samples, for an IPv4 peer that answers no probes (pmtu.DFSamples).
-// fips-go's IPv4 datagrams leave with DF clear, so a path narrower than
-// the tunnel has every full-size datagram fragmented by a router, which
-// sends no ICMP and leaves the kernel's path MTU at the link's: the
-// tunnel carries a quarter of what it could, and nothing tells the inner
-// stacks. Up to four times a second while the path MTU is unknown, the
-// datagram of one full-size TCP segment goes with DF set: a router's ICMP
-// then teaches the kernel the path MTU (refreshKernelLocked reads it soon
-// after), and where that ICMP is filtered the inner TCP's resends of the
-// samples show the black hole, which sets the same floor as the TCP watch
-// (pmtu_tcp.go). Two samples that pass leave the path alone for
-// dfRecheck.
+// Samples, for a peer that answers no probes and whose path MTU nothing
+// else knows (pmtu.DFSamples). Over IPv4, fips-go's datagrams leave with
+// DF clear, so a path narrower than the tunnel has every full-size
+// datagram fragmented by a router, which sends no ICMP and leaves the
+// kernel's path MTU at the link's: the tunnel carries a quarter of what
+// it could, and nothing tells the inner stacks. Up to four times a
+// second, the datagram of one full-size TCP segment goes with DF set: a
+// router's ICMP then teaches the kernel the path MTU (refreshKernelLocked
+// reads it soon after), and where that ICMP is filtered the inner TCP's
+// resends of the samples show the black hole, which sets the same floor
+// as the TCP watch (pmtu_tcp.go). Over IPv6 the samples are only
+// followed: a path that narrows mid-transfer is a black hole for every
+// full-size datagram, and the stalled inner TCP's resends show it within
+// a few retransmission timeouts, busy peer or not.
 //
-// The send path pays an atomic load per batch; the packets are parsed
-// only while a sample awaits its verdict, about a second per search.
+// The send path pays an atomic load per batch; each full-size packet sent
+// costs a look at its sequence number while samples are followed.
 
 // peerDF is a peer's sampling state.
 type peerDF struct {
 	// want: sampling is on (refreshDFLocked); sendBatchTxLocked picks
 	// samples.
 	want atomic.Bool
+	// mark: samples are sent with DF set (an IPv4 path); over IPv6, whose
+	// routers never fragment, every datagram is a sample as it is sent.
+	mark atomic.Bool
+	// above is the inner size above which a packet would not fit the
+	// path's floor, for the endpoint's family: only those are samples.
+	above atomic.Int32
 	// watch: a sample awaits its verdict; fitOutbound shows it the
 	// full-size packets sent. Written under mu.
 	watch atomic.Bool
@@ -37,48 +45,35 @@ type peerDF struct {
 	// plus one; 0: none. A stale one (the packet dropped before the
 	// send) only ever matches a packet of a later session.
 	counter atomic.Uint64
-	// quiet is when a path judged to fit is sampled again (Unix ns),
-	// guarded by peerPMTU.mu.
-	quiet int64
 
 	mu sync.Mutex // guards s; a leaf
 	s  pmtu.DFSamples
 }
 
 const (
-	// dfRecheck is how long a path that carried full-size samples is
-	// left alone: a path that narrows mid-transfer costs fragmented
-	// datagrams for at most this long before the samples see it.
-	dfRecheck = 5 * time.Second
 	// dfKernelLook is how soon after a sample the kernel's path MTU is
 	// read: a router's ICMP has had a round trip to arrive.
 	dfKernelLook = 50 * time.Millisecond
 )
-
-// dfAbove is the inner size above which a datagram does not fit the
-// floor every IPv4 path is assumed to carry: only such packets are
-// sampled.
-var dfAbove = pmtu.InnerMTU(pmtuTCPFloor, false)
 
 // refreshDFLocked turns p's sampling on or off and judges the samples
 // that waited long enough, under p.pmtu.mu, once a second per busy peer.
 func (p *Peer) refreshDFLocked(now time.Time) {
 	st := p.pmtu.Load()
 	df := &st.df
-	a := st.dst.Addr()
-	on := st.dst.IsValid() && (a.Is4() || a.Is4In6()) &&
-		st.inner.Load() == 0 && st.probed.Load() == 0 && st.tcp.until.Load() == 0 &&
-		int(p.d.mtu.Load()) > dfAbove && now.UnixNano() >= df.quiet
+	v4 := st.dst.Addr().Is4() || st.dst.Addr().Is4In6()
+	above := pmtu.InnerMTU(pmtuTCPFloor, !v4)
+	on := st.dst.IsValid() && st.inner.Load() == 0 && st.probed.Load() == 0 &&
+		st.tcp.until.Load() == 0 && int(p.d.mtu.Load()) > above
 	if on {
 		ep, ok := p.endpoint()
-		on = ok && ep.Transport == conn.TransportUDP && p.d.probeConn(ep) != nil
+		on = ok && ep.Transport == conn.TransportUDP && (!v4 || p.d.probeConn(ep) != nil)
 	}
+	df.mark.Store(v4)
+	df.above.Store(int32(above))
 	df.mu.Lock()
 	defer df.mu.Unlock()
-	if df.s.Expire(now) == pmtu.DFFits {
-		df.quiet = now.Add(dfRecheck).UnixNano()
-		on = false
-	}
+	df.s.Expire(now)
 	if !on {
 		df.s.Reset()
 	}
@@ -89,7 +84,6 @@ func (p *Peer) refreshDFLocked(now time.Time) {
 // resetDFLocked forgets p's samples and verdict, for a new endpoint;
 // under p.pmtu.mu.
 func (st *peerPMTU) resetDFLocked() {
-	st.df.quiet = 0
 	st.df.mu.Lock()
 	st.df.s.Reset()
 	st.df.watch.Store(false)
@@ -109,13 +103,16 @@ func (p *Peer) pickDFSample(b *batch, now time.Time) {
 	if !df.s.Due(now) {
 		return
 	}
+	above := int(df.above.Load())
 	for i := 0; i < b.n; i++ {
-		if b.sizes[i] <= dfAbove || !df.s.Take(b.bufs[i][stagedFrom:stagedFrom+b.sizes[i]], now) {
+		if b.sizes[i] <= above || !df.s.Take(b.bufs[i][stagedFrom:stagedFrom+b.sizes[i]], now) {
 			continue
 		}
-		df.counter.Store(b.counters[i] + 1)
 		df.watch.Store(true)
-		st.next.Store(now.Add(dfKernelLook).UnixNano())
+		if df.mark.Load() {
+			df.counter.Store(b.counters[i] + 1)
+			st.next.Store(now.Add(dfKernelLook).UnixNano())
+		}
 		return
 	}
 }

@@ -5,8 +5,9 @@
 # default tunnel MTU (1420) with the router's ICMP passing, and with it
 # dropped (iptables on R dropping fragmentation-needed / packet-too-big);
 # IPv4 and IPv6 underlay; for each far side. Each row: iperf3 Mbit/s A->B
-# and B->A, median of the runs, and the share of the hand-set row. Needs
-# root.
+# and B->A, median of the runs, and the share of the hand-set row; then
+# for each far side and underlay, how long a transfer takes to recover
+# when the hop shrinks from 1500 to 1280 bytes mid-transfer. Needs root.
 #
 #   bash scripts/bench-pmtu.sh [seconds] [runs]
 #
@@ -37,8 +38,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-setup() { # v6 (0/1) tunnel-mtu drop-icmp (0/1) far-impl
-  local v6=$1 tmtu=$2 drop=$3 far=$4
+setup() { # v6 (0/1) tunnel-mtu drop-icmp (0/1) far-impl [far-link-mtu]
+  local v6=$1 tmtu=$2 drop=$3 far=$4 fmtu=${5:-1280}
   cleanup
   for n in $NR $NA $NB; do ip netns add $n; ip -n $n link set lo up; done
   ip link add fpa netns $NA type veth peer name fpra netns $NR
@@ -47,7 +48,7 @@ setup() { # v6 (0/1) tunnel-mtu drop-icmp (0/1) far-impl
   ip -n $NR addr add 10.91.2.1/24 dev fprb; ip -n $NB addr add 10.91.2.2/24 dev fpb
   ip -n $NA addr add fd91:1::1/64 dev fpa nodad; ip -n $NR addr add fd91:1::2/64 dev fpra nodad
   ip -n $NR addr add fd91:2::1/64 dev fprb nodad; ip -n $NB addr add fd91:2::2/64 dev fpb nodad
-  ip -n $NR link set fprb mtu 1280; ip -n $NB link set fpb mtu 1280
+  ip -n $NR link set fprb mtu "$fmtu"; ip -n $NB link set fpb mtu "$fmtu"
   ip -n $NA link set fpa up; ip -n $NR link set fpra up
   ip -n $NR link set fprb up; ip -n $NB link set fpb up
   ip netns exec $NR sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
@@ -84,6 +85,27 @@ mbit() { # client-ns server-ns server-addr
   ip netns exec "$2" pkill -F "/tmp/$pfx-iperf.pid" 2>/dev/null || true
 }
 
+# recovery: a 15 s transfer over a hop of 1500 bytes that shrinks to 1280
+# at its fifth second (ICMP dropped): the seconds from the shrink to the
+# end of the first half-second interval that carries at least 80% of the
+# hand-set rate ($4), "never" if none does.
+recovery() { # client-ns server-ns server-addr hand-set-mbit
+  ip netns exec "$2" iperf3 -s -1 -D -I "/tmp/$pfx-iperf.pid" >/dev/null
+  sleep 0.3
+  (sleep 5; ip -n $NR link set fprb mtu 1280; ip -n $NB link set fpb mtu 1280) &
+  timeout 40 ip netns exec "$1" iperf3 -c "$3" -t 15 -i 0.5 --connect-timeout 5000 -J > "/tmp/$pfx.json" || true
+  wait
+  python3 -c '
+import json,sys
+d=json.load(open(sys.argv[1])); ref=float(sys.argv[2])*1e6*0.8
+for iv in d["intervals"]:
+    s=iv["sum"]
+    if s["start"]>=5 and s["bits_per_second"]>=ref:
+        print("%.1f s"%(s["end"]-5)); break
+else: print("never")' "/tmp/$pfx.json" "$4" 2>/dev/null || echo never
+  ip netns exec "$2" pkill -F "/tmp/$pfx-iperf.pid" 2>/dev/null || true
+}
+
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 
 pct() { [ "$2" -gt 0 ] && echo "$(( 100 * $1 / $2 ))%" || echo "-"; }
@@ -107,5 +129,11 @@ for far in $far_sides; do
         share=" ($(pct "$mab" "$hab") / $(pct "$mba" "$hba") of by hand)"; fi
       printf '| %s | %s | %s%s | %s | %s | %s | %s |\n' "$far" $fam "$name" "$share" "$mab" "$mba" "$ab" "$ba"
     done
+    rab=""; rba="" # each on fresh daemons, which know nothing of the path
+    for _ in $(seq "$runs"); do
+      setup $v6 1420 1 "$far" 1500; rab="$rab, $(recovery $NA $NB 10.79.0.2 "$hab")"
+      setup $v6 1420 1 "$far" 1500; rba="$rba, $(recovery $NB $NA 10.79.0.1 "$hba")"
+    done
+    printf '| %s | %s | hop shrinks mid-transfer, ICMP dropped: recovered to 80%% after | | | %s | %s |\n' "$far" $fam "${rab#, }" "${rba#, }"
   done
 done

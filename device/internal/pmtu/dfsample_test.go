@@ -8,27 +8,40 @@ import (
 // TestDFSamplesBlackHole: three samples in a row whose segments are sent
 // again within SampleWait (each datagram lost with DF set, resent
 // fragmented) make a black hole; the stream's other segments in between
-// change nothing.
+// change nothing. IPv4 and IPv6, and at the spacing of retransmission
+// timeouts (200 ms doubling) as well as of fast retransmits.
 func TestDFSamplesBlackHole(t *testing.T) {
+	for _, src := range []string{"10.0.0.1", "fd00::1"} {
+		for _, rto := range []bool{false, true} {
+			dfBlackHole(t, src, rto)
+		}
+	}
+}
+
+func dfBlackHole(t *testing.T, src string, rto bool) {
 	var s DFSamples
 	now := time.Unix(1e6, 0)
+	wait := 20 * time.Millisecond
 	for i := 0; i < SampleLosses; i++ {
 		seq := uint32(1000 + i*100000)
-		if !s.Take(segment(t, "10.0.0.1", 40000, seq, 1420), now) {
+		if !s.Take(segment(t, src, 40000, seq, 1420), now) {
 			t.Fatalf("sample %d not taken", i)
 		}
 		if !s.Pending() {
 			t.Fatal("a taken sample is not pending")
 		}
-		if s.Take(segment(t, "10.0.0.1", 40000, seq+1380, 1420), now) {
+		if s.Take(segment(t, src, 40000, seq+1380, 1420), now) {
 			t.Fatal("a second sample within SampleEvery")
 		}
 		now = now.Add(30 * time.Millisecond)
-		if v := s.Seen(segment(t, "10.0.0.1", 40000, seq+1380, 1420), now); v != DFUndecided {
+		if v := s.Seen(segment(t, src, 40000, seq+1380, 1420), now); v != DFUndecided {
 			t.Fatalf("the next segment gave %v", v)
 		}
-		now = now.Add(20 * time.Millisecond)
-		v := s.Seen(segment(t, "10.0.0.1", 40000, seq, 1420), now)
+		if rto {
+			wait = 200 * time.Millisecond << i
+		}
+		now = now.Add(wait)
+		v := s.Seen(segment(t, src, 40000, seq, 1420), now)
 		if want := i == SampleLosses-1; (v == DFBlackHole) != want {
 			t.Fatalf("loss %d: verdict %v", i+1, v)
 		}
@@ -39,47 +52,53 @@ func TestDFSamplesBlackHole(t *testing.T) {
 	}
 }
 
-// TestDFSamplesFits: samples never sent again are passes; two in a row
-// say the path fits. One loss between passes starts the count again, and
-// a pass clears the losses: chance losses never add up to a black hole.
-func TestDFSamplesFits(t *testing.T) {
+// TestDFSamplesPassesEndLosses: a sample never sent again passes and ends
+// a run of losses, so chance losses never add up to a black hole; but a
+// pass of a sample taken before the newest lost one (known SampleWait
+// late) does not: the path may have narrowed in between.
+func TestDFSamplesPassesEndLosses(t *testing.T) {
 	var s DFSamples
 	now := time.Unix(1e6, 0)
-	step := func(seq uint32, lose bool) DFVerdict {
+	seq := uint32(1)
+	take := func() uint32 {
 		t.Helper()
+		seq += 1380
 		if !s.Take(segment(t, "10.0.0.1", 40000, seq, 1420), now) {
 			t.Fatalf("sample %d not taken", seq)
 		}
-		if lose {
-			now = now.Add(40 * time.Millisecond)
-			if v := s.Seen(segment(t, "10.0.0.1", 40000, seq, 1420), now); v != DFUndecided {
-				t.Fatalf("one loss gave %v", v)
-			}
-		}
-		now = now.Add(SampleWait + time.Millisecond)
-		return s.Expire(now)
+		return seq
 	}
-	if v := step(1, false); v != DFUndecided {
-		t.Fatalf("one pass gave %v", v)
+	lose := func(q uint32) DFVerdict {
+		now = now.Add(50 * time.Millisecond)
+		return s.Seen(segment(t, "10.0.0.1", 40000, q, 1420), now)
 	}
-	step(2, true)
-	step(3, true)
-	if v := step(4, false); v != DFUndecided {
-		t.Fatalf("a pass after losses gave %v", v)
+	lose(take())
+	now = now.Add(SampleEvery)
+	lose(take())
+	now = now.Add(SampleEvery)
+	take() // passes
+	now = now.Add(SampleWait + time.Second)
+	s.Expire(now)
+	lose(take())
+	now = now.Add(SampleEvery)
+	if v := lose(take()); v != DFUndecided {
+		t.Fatalf("two losses after a pass gave %v", v)
 	}
-	step(5, true)
-	step(6, true)
-	if v := step(7, false); v != DFUndecided {
-		t.Fatalf("pass gave %v", v)
-	}
-	if v := step(8, false); v != DFFits {
-		t.Fatalf("two passes in a row gave %v", v)
+	// An old sample, taken before these losses, passes now: it ends
+	// nothing, and the next loss is the third in a row.
+	now = now.Add(SampleEvery)
+	old := dfSample{flow: 1, seq: 7, at: now.Add(-SampleWait - 2*time.Second)}
+	s.pend[len(s.pend)-1] = old
+	s.Expire(now)
+	if v := lose(take()); v != DFBlackHole {
+		t.Fatalf("third loss in a row gave %v", v)
 	}
 	// A resend seen after SampleWait is Expire's: late, it was no loss.
-	s.Take(segment(t, "10.0.0.1", 40000, 9, 1420), now)
+	now = now.Add(SampleEvery)
+	q := take()
 	now = now.Add(SampleWait + time.Millisecond)
-	if v := s.Seen(segment(t, "10.0.0.1", 40000, 9, 1420), now); v != DFUndecided {
-		t.Fatalf("a late resend gave %v", v)
+	if v := s.Seen(segment(t, "10.0.0.1", 40000, q, 1420), now); v != DFUndecided || s.lost != 0 {
+		t.Fatalf("a late resend gave %v, %d lost", v, s.lost)
 	}
 }
 
