@@ -2,6 +2,8 @@ package conn
 
 import (
 	"time"
+
+	"github.com/fips-go/fips-go/conn/internal/srclimit"
 )
 
 // Hooks for the external tests (package conn_test) into sizing that is not
@@ -18,12 +20,16 @@ func Sized(o Options, batchSize, groBuffers, sends int) Options {
 type StreamTuning struct {
 	MaxUnproven, UnprovenFrames, QueueBytes int
 	ProveTimeout, DialBackoff               time.Duration
+	// TLSBurst and TLSEvery are the per-source limit on TLS handshakes.
+	TLSBurst int
+	TLSEvery time.Duration
 }
 
 // TunedStream returns options with t's limits.
 func TunedStream(t StreamTuning) StreamOptions {
 	return StreamOptions{maxUnproven: t.MaxUnproven, unprovenFrames: t.UnprovenFrames,
-		queueBytes: t.QueueBytes, proveTimeout: t.ProveTimeout, dialBackoff: t.DialBackoff}
+		queueBytes: t.QueueBytes, proveTimeout: t.ProveTimeout, dialBackoff: t.DialBackoff,
+		tlsLimit: srclimit.Options{Burst: t.TLSBurst, Every: t.TLSEvery}}
 }
 
 // OpenConns is how many connections s holds or dials.

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/fips-go/fips-go/conn/internal/srclimit"
 )
 
 // Stream carries WireGuard datagrams over TCP, beside the UDP bind, for
@@ -39,7 +41,13 @@ import (
 // An accepted connection is unproven until the device sends to it (it
 // answers only a message that authenticated or carried a valid MAC1, so
 // only someone who knows the device's public key gets that far): at most
-// 32 such connections are held, each for at most 5 s and 160 frames. A zero-length frame closes any connection.
+// 32 such connections are held, each for at most 5 s and 160 frames. A
+// zero-length frame closes any connection. A TLS handshake costs the
+// server a signature and a key exchange before that, so each source (an
+// IPv4 address, an IPv6 /64) may begin a burst of 8 and then 4 a second;
+// a connection past that is closed before its handshake
+// (StreamStats.TLSLimited). The sources are kept in a table of at most
+// 4096, the least recently seen forgotten first (conn/internal/srclimit).
 type Stream struct {
 	opts StreamOptions
 	done chan struct{} // closed by Close
@@ -96,6 +104,8 @@ type StreamOptions struct {
 	// writeTimeout closes a connection whose peer has not taken a write
 	// for this long (default 15 s).
 	writeTimeout time.Duration
+	// tlsLimit is the per-source limit on TLS handshakes (stream_tls.go).
+	tlsLimit srclimit.Options
 	// dial, when set, replaces the TCP dial.
 	dial func(ctx context.Context, addr netip.AddrPort, mark uint32) (net.Conn, error)
 }

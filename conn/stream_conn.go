@@ -332,7 +332,7 @@ func (c *streamConn) sniffFailed(err error) {
 	default:
 	}
 	switch {
-	case errors.Is(err, io.EOF):
+	case errors.Is(err, io.EOF), errors.Is(err, errTLSLimited): // the latter counted by sniff
 		c.closeFor(nil)
 	default:
 		c.closeFor(&c.s.ctr.badFrames)

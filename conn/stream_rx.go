@@ -161,7 +161,7 @@ type streamCounters struct {
 	tlsRxBytes, tlsTxBytes                                 atomic.Uint64
 	rxFrames, rxBytes, rxOversize                          atomic.Uint64
 	txFrames, txBytes, txWrites, txQueueDrops              atomic.Uint64
-	txBad, txNoConn                                        atomic.Uint64
+	txBad, txNoConn, tlsLimited                            atomic.Uint64
 }
 
 func (c *streamCounters) txQueued(frames, bytes, drops, bad uint64, tls bool) {
@@ -187,7 +187,10 @@ type StreamStats struct {
 	ConnsClosed   uint64 // connections closed, for any reason
 	ConnsRejected uint64 // accepts (or dials) refused for a cap
 	TLSAccepted   uint64 // accepted connections that were TLS
-	DialFailures  uint64
+	// TLSLimited counts accepted TLS connections closed before their
+	// handshake because their source began too many lately.
+	TLSLimited   uint64
+	DialFailures uint64
 	// BadFrames counts connections closed for a zero-length frame or a
 	// stream that ended inside a frame.
 	BadFrames uint64
@@ -218,8 +221,8 @@ func (s *Stream) Stats() StreamStats {
 	return StreamStats{
 		ConnsAccepted: c.connsAccepted.Load(), ConnsDialed: c.connsDialed.Load(),
 		ConnsClosed: c.connsClosed.Load(), ConnsRejected: c.connsRejected.Load(),
-		TLSAccepted: c.tlsAccepted.Load(),
-		TLSRxBytes:  c.tlsRxBytes.Load(), TLSTxBytes: c.tlsTxBytes.Load(),
+		TLSAccepted: c.tlsAccepted.Load(), TLSLimited: c.tlsLimited.Load(),
+		TLSRxBytes: c.tlsRxBytes.Load(), TLSTxBytes: c.tlsTxBytes.Load(),
 		DialFailures: c.dialFailures.Load(), BadFrames: c.badFrames.Load(),
 		UnprovenTimeouts: c.unprovenTimeouts.Load(), UnprovenExcess: c.unprovenExcess.Load(),
 		WriteTimeouts: c.writeTimeouts.Load(),

@@ -8,12 +8,15 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/fips-go/fips-go/conn/internal/srclimit"
 )
 
 // TLS camouflage for the stream transport (TransportTLS): the same framing
@@ -92,6 +95,10 @@ func (s *Stream) sniff(nc net.Conn) (net.Conn, Transport, error) {
 	if !looksLikeTLS(b) {
 		return pc, TransportTCP, nil
 	}
+	if !s.tls.allow(nc.RemoteAddr(), &s.opts) {
+		s.ctr.tlsLimited.Add(1)
+		return nil, 0, errTLSLimited
+	}
 	cfg, err := s.serverTLS()
 	if err != nil {
 		return nil, 0, err
@@ -103,12 +110,37 @@ func (s *Stream) sniff(nc net.Conn) (net.Conn, Transport, error) {
 	return tc, TransportTLS, nil
 }
 
-// streamTLS is the listener's TLS configuration.
+// errTLSLimited closes an accepted connection whose source began too
+// many TLS handshakes lately.
+var errTLSLimited = errors.New("conn: too many TLS handshakes from this source")
+
+// streamTLS is the listener's TLS configuration, and its per-source limit
+// on handshakes.
 type streamTLS struct {
 	mu   sync.Mutex       // guards the fields below; a leaf
 	user *tls.Certificate // SetCertificate's, nil: none
 	self *tls.Certificate // made at the first TLS client without user
 	cfg  *tls.Config      // made from one of them on first use
+	// limit is made at the first TLS client: a server's handshake (a
+	// signature and a key exchange) is spent before anything
+	// authenticates the client, so one source looping over connections
+	// must not get as many as it asks for.
+	limit *srclimit.Limiter
+}
+
+// allow takes one handshake from the budget of from's source (an IPv4
+// address, an IPv6 /64).
+func (t *streamTLS) allow(from net.Addr, o *StreamOptions) bool {
+	ta, ok := from.(*net.TCPAddr)
+	if !ok {
+		return true // admit takes only TCP connections
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.limit == nil {
+		t.limit = srclimit.New(o.tlsLimit)
+	}
+	return t.limit.Allow(ta.AddrPort().Addr(), time.Now())
 }
 
 // SetCertificate makes the listener serve cert to TLS clients from now

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/fips-go/fips-go/conn"
 	"github.com/fips-go/fips-go/conn/internal/streamframe"
@@ -191,4 +192,46 @@ func TestStreamDrop(t *testing.T) {
 	if st := cli.Stats(); st.ConnsDialed != 2 {
 		t.Fatalf("stats %+v: the TLS connection was redialed", st)
 	}
+}
+
+// A source that begins TLS handshakes in a loop gets its burst, then each
+// connection is closed before the server's handshake and counted; another
+// source still gets through, and the first one's plain TCP is not limited.
+func TestStreamTLSLimitPerSource(t *testing.T) {
+	const burst = 3
+	// No refill during the test: exactly the burst gets through.
+	srv, addr := listenStream(t, conn.TunedStream(conn.StreamTuning{TLSBurst: burst, TLSEvery: time.Hour}))
+	if c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).Dial("tcp", addr.String()); err != nil {
+		t.Skipf("no second loopback source address: %v", err)
+	} else {
+		c.Close()
+	}
+	handshake := func(src net.IP) error {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 10 * time.Second}
+		c, err := tls.DialWithDialer(d, "tcp", addr.String(), &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+	one, two := net.IPv4(127, 0, 0, 1), net.IPv4(127, 0, 0, 2)
+	for i := range burst {
+		if err := handshake(one); err != nil {
+			t.Fatalf("handshake %d of the burst: %v", i+1, err)
+		}
+	}
+	const over = 5
+	for i := range over {
+		if err := handshake(one); err == nil {
+			t.Fatalf("handshake %d past the burst completed", i+1)
+		}
+	}
+	if err := handshake(two); err != nil {
+		t.Fatalf("another source was limited too: %v", err)
+	}
+	waitFor(t, "the handshakes to be counted", func() bool { return srv.Stats().TLSAccepted == burst+1 })
+	if st := srv.Stats(); st.TLSLimited != over || st.BadFrames != 0 || st.ConnsAccepted != burst+over+2 {
+		t.Fatalf("stats %+v: want %d limited, none counted as bad, %d accepted", st, over, burst+over+2)
+	}
+	checkServes(t, srv, addr)
 }

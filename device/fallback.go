@@ -23,16 +23,24 @@ import (
 //   - while on a stream, the first initiation of each new attempt goes over
 //     UDP as a probe; the next over the stream the peer is on; after that
 //     the streams are raced again. New attempts come with each rekey, and
-//     while data flows on a stream at least every probeEvery (probeDue).
+//     while data flows on a stream when a probe is due (probeDue): 5 s
+//     after the fall back, then 10 s and 20 s after each handshake the
+//     stream answered instead, then every probeEvery (probeAfter).
 //
 // An answer over UDP moves the peer back there, as roaming moves any peer.
-// A probe that goes unanswered costs one retry (Rekey-Timeout), well
-// inside the old session's life. The decisions are pure; the device does
-// the sending (initiateAttempt) and the timing (raceDelay, probeDue).
+// A probe that goes unanswered costs one 148-byte initiation over UDP and
+// one retry (Rekey-Timeout) over the stream, a fresh handshake there,
+// well inside the old session's life. The early probes catch UDP that was
+// lost only for a moment; after them a peer that stays on a stream probes
+// no more often than it did with probeEvery alone. The decisions are
+// pure; the device does the sending (initiateAttempt) and the timing
+// (raceDelay, probeDue).
 type fallback struct {
 	mu         sync.Mutex // guards the fields below; a leaf
 	auto       bool       // the peer is configured with TransportAuto
 	unanswered int        // initiations since the last response
+	onStream   bool       // the last response came over a stream
+	probed     int        // responses over a stream since the fall back
 	// nextProbe is when a UDP probe is due (Unix ns; 0: none), read on
 	// the send path without mu.
 	nextProbe atomic.Int64
@@ -48,11 +56,26 @@ const (
 	// short beside the 5 s the UDP attempt already cost.
 	raceDelay = 250 * time.Millisecond
 	// probeEvery is how often a peer on a stream that sends data tries
-	// UDP again: the switch back to UDP takes at most this long (plus a
-	// round trip) once UDP passes, and costs one handshake per interval
-	// while it does not.
+	// UDP again once the early probes (probeSchedule) are spent: the
+	// switch back to UDP then takes at most this long plus Rekey-Timeout
+	// once UDP passes. It also retries a probe whose handshake nothing
+	// answered.
 	probeEvery = 30 * time.Second
 )
+
+// probeSchedule is how long after the fall back (the first entry), and
+// after each response over the stream that followed an unanswered probe
+// (the next ones), the next UDP probe is due.
+var probeSchedule = [...]time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second}
+
+// probeAfter is when the next UDP probe is due after the n-th response
+// over a stream since the fall back (0: the fall back itself).
+func probeAfter(n int) time.Duration {
+	if n < len(probeSchedule) {
+		return probeSchedule[n]
+	}
+	return probeEvery
+}
 
 // attempt is what one initiation does: go to first now and, when race is
 // set (valid Dst), to race raceDelay later unless answered meanwhile.
@@ -64,6 +87,7 @@ type attempt struct {
 func (f *fallback) set(auto bool) {
 	f.mu.Lock()
 	f.auto, f.unanswered = auto, 0
+	f.onStream, f.probed = false, 0
 	f.nextProbe.Store(0)
 	f.mu.Unlock()
 }
@@ -111,10 +135,17 @@ func (f *fallback) answeredAt(t conn.Transport, now time.Time) (drop []conn.Tran
 	case !f.auto:
 		return nil
 	case !t.IsStream():
+		f.onStream, f.probed = false, 0
 		f.nextProbe.Store(0)
 		return streamsBoth
 	}
-	f.nextProbe.Store(now.Add(probeEvery).UnixNano())
+	// Every response over a stream after the one that moved the peer
+	// there answered an attempt whose UDP probe went unanswered.
+	if f.onStream {
+		f.probed++
+	}
+	f.onStream = true
+	f.nextProbe.Store(now.Add(probeAfter(f.probed)).UnixNano())
 	if t == conn.TransportTCP {
 		return streamsTLS
 	}
@@ -127,8 +158,10 @@ var (
 	streamsTLS  = streamsBoth[1:]
 )
 
-// probeDue reports, at most once per probeEvery, whether a peer on a
-// stream should start a handshake (whose first initiation probes UDP).
+// probeDue reports whether a peer on a stream should start a handshake
+// (whose first initiation probes UDP): once when the probe answeredAt
+// scheduled is due, and again every probeEvery while no response
+// schedules the next.
 func (f *fallback) probeDue(now time.Time) bool {
 	at := f.nextProbe.Load()
 	if at == 0 || now.UnixNano() < at {

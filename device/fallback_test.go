@@ -57,9 +57,11 @@ func TestFallbackPick(t *testing.T) {
 	}
 }
 
-// While on a stream, a UDP probe is due every probeEvery, counted from the
-// handshake that put the peer there; never while on UDP.
-func TestFallbackProbeDue(t *testing.T) {
+// While on a stream, a UDP probe is due 5 s after the handshake that put
+// the peer there, then 10 s and 20 s after each handshake the stream
+// answered in place of a probe, then every probeEvery; never while on
+// UDP. A new fall back starts the schedule again.
+func TestFallbackProbeSchedule(t *testing.T) {
 	var f fallback
 	f.set(true)
 	t0 := time.Unix(1000, 0)
@@ -67,18 +69,44 @@ func TestFallbackProbeDue(t *testing.T) {
 	if f.probeDue(t0.Add(time.Hour)) {
 		t.Fatal("a probe is due on UDP")
 	}
-	f.answeredAt(conn.TransportTCP, t0)
-	if f.probeDue(t0.Add(probeEvery - time.Second)) {
-		t.Fatal("a probe is due early")
+	// due checks that the next probe is due after exactly want from the
+	// stream's answer at, and then, the probe unanswered, that the stream
+	// answers Rekey-Timeout later; it returns that answer's time.
+	due := func(at time.Time, want time.Duration) time.Time {
+		t.Helper()
+		if f.probeDue(at.Add(want - time.Millisecond)) {
+			t.Fatalf("probe due before %v", want)
+		}
+		if !f.probeDue(at.Add(want)) {
+			t.Fatalf("no probe %v after the stream's answer", want)
+		}
+		if f.probeDue(at.Add(want + time.Second)) {
+			t.Fatal("a second probe right after the first")
+		}
+		next := at.Add(want + 5*time.Second)
+		f.answeredAt(conn.TransportTCP, next)
+		return next
 	}
-	if !f.probeDue(t0.Add(probeEvery)) {
-		t.Fatal("no probe after probeEvery")
+	at := t0
+	f.answeredAt(conn.TransportTCP, at) // the fall back
+	for _, want := range []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, probeEvery, probeEvery, probeEvery} {
+		at = due(at, want)
 	}
-	if f.probeDue(t0.Add(probeEvery + time.Second)) {
-		t.Fatal("a second probe right after the first")
+	// A probe answered over UDP, and later another fall back: the
+	// schedule starts again.
+	f.answeredAt(conn.TransportUDP, at)
+	if f.probeDue(at.Add(time.Hour)) {
+		t.Fatal("a probe is due back on UDP")
 	}
-	if !f.probeDue(t0.Add(2 * probeEvery)) {
-		t.Fatal("no probe after another probeEvery")
+	at = at.Add(time.Hour)
+	f.answeredAt(conn.TransportTLS, at)
+	at = due(at, 5*time.Second)
+	due(at, 10*time.Second)
+	// A probe that started a handshake which nothing answered is tried
+	// again after probeEvery.
+	stuck := at.Add(time.Minute)
+	if !f.probeDue(stuck) || f.probeDue(stuck.Add(probeEvery-time.Second)) || !f.probeDue(stuck.Add(probeEvery)) {
+		t.Fatal("an unanswered probe is not retried after probeEvery")
 	}
 	f.set(false)
 	if f.probeDue(t0.Add(time.Hour)) {

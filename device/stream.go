@@ -170,6 +170,7 @@ func (d *Device) streamCounters() []Counter {
 		{"stream_conns_closed", s.ConnsClosed},
 		{"stream_conns_rejected", s.ConnsRejected},
 		{"stream_tls_accepted", s.TLSAccepted},
+		{"stream_tls_limited", s.TLSLimited},
 		{"stream_dial_failures", s.DialFailures},
 		{"stream_bad_frames", s.BadFrames},
 		{"stream_unproven_timeouts", s.UnprovenTimeouts},

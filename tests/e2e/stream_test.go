@@ -119,6 +119,34 @@ func TestStreamAutoFallback(t *testing.T) {
 	}
 }
 
+// TestStreamAutoSwitchBack: a peer with transport auto that fell back to
+// the stream while UDP was blocked returns to UDP by itself once the
+// router passes UDP again, while traffic flows: the next UDP probe (5 s
+// after the fall back) is answered. The deadline is the documented worst
+// case (35 s) with room for a loaded machine; the time is logged.
+func TestStreamAutoSwitchBack(t *testing.T) {
+	requireTool(t, "iptables")
+	p := newPair(t, pairOpts{routed: true, noV6Overlay: true, onlyAKnows: true})
+	p.router.Run(append([]string{"iptables", "-A"}, dropAllUDP...)...)
+	p.b.fipsctl("set", p.b.iface, "tcp-listen", "on")
+	p.a.fipsctl("set", p.a.iface, "peer", p.b.key.pub, "transport", "auto")
+	p.a.ns.waitPing(p.b.tun4, 15*time.Second)
+	if out := p.a.fipsctl("show", p.a.iface); !strings.Contains(out, "transport: tcp (auto)") {
+		t.Fatalf("the peer did not fall back to TCP:\n%s", out)
+	}
+	p.router.Run(append([]string{"iptables", "-D"}, dropAllUDP...)...)
+	start := time.Now()
+	background(t, p.a.ns, "ping", "-q", "-i", "0.5", p.b.tun4.String())
+	for !strings.Contains(p.a.fipsctl("show", p.a.iface), "transport: udp (auto)") {
+		if time.Since(start) > 60*time.Second {
+			t.Fatalf("still not back on UDP %v after UDP passed:\n%s", time.Since(start).Round(time.Second), p.a.fipsctl("show", p.a.iface))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("back on UDP %v after UDP passed", time.Since(start).Round(100*time.Millisecond))
+	tcpTransfer(t, p.a.ns, p.b.ns, svc(p.b.tun4, 5017), helperSpec{Bytes: 8 << 20, Seed: 37})
+}
+
 // startTinyproxy runs tinyproxy in ns on addr:8888, allowing CONNECT to
 // port 443 only, as a corporate proxy would, and returns its URL. Its log
 // is in the test's temporary directory.
