@@ -199,24 +199,15 @@ func (c *streamConn) writeLoop() {
 		case <-c.closed:
 			return
 		}
-		c.qmu.Lock()
-		buf, nc := c.q, c.nc
-		if nc == nil {
-			c.qmu.Unlock()
-			continue // still dialing: the queue waits for the connection
-		}
-		c.q, c.spare, c.qn = c.spare[:0], nil, 0
-		c.qmu.Unlock()
+		buf, nc := c.next()
 		if len(buf) == 0 {
-			continue
+			continue // nothing queued, or still dialing: the queue waits
 		}
 		nc.SetWriteDeadline(time.Now().Add(c.s.opts.writeTimeout))
 		_, err := nc.Write(buf)
-		c.qmu.Lock()
-		if err == nil && !c.dead { // a closed connection (a marker) holds no buffer
-			c.spare = buf[:0]
+		if err == nil {
+			c.written(buf)
 		}
-		c.qmu.Unlock()
 		if err != nil {
 			var reason *atomic.Uint64
 			if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -227,6 +218,32 @@ func (c *streamConn) writeLoop() {
 		}
 		c.s.ctr.txWrites.Add(1)
 	}
+}
+
+// next takes the queued frames for the writer, leaving the queue the
+// writer's spare buffer to fill meanwhile; nothing while the connection is
+// still being dialed or sniffed.
+func (c *streamConn) next() ([]byte, net.Conn) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	buf, nc := c.q, c.nc
+	if nc == nil || len(buf) == 0 {
+		// Left in place: swapping an empty queue for the spare would
+		// drop a buffer and grow a new one from the start.
+		return nil, nil
+	}
+	c.q, c.spare, c.qn = c.spare[:0], nil, 0
+	return buf, nc
+}
+
+// written gives back the buffer next returned, once written, as the next
+// spare.
+func (c *streamConn) written(buf []byte) {
+	c.qmu.Lock()
+	if !c.dead { // a closed connection (a marker) holds no buffer
+		c.spare = buf[:0]
+	}
+	c.qmu.Unlock()
 }
 
 // readLoop reads frames until the connection ends or misbehaves, handing
