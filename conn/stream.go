@@ -27,8 +27,10 @@ import (
 // is just another endpoint.
 //
 // Memory is bounded: at most 256 connections, each with a read buffer of
-// streamframe.ReaderSize and a send queue of at most 512 KiB (twice, while
-// one is written), and a shared pool of 16 receive chunks of 128 KiB. A
+// streamframe.ReaderSize, a send queue of at most 512 KiB (twice, while
+// one is written) and, over TLS, 128 KiB that gather the records of one
+// write into one system call (tlsBatchBytes); and a shared pool of 16
+// receive chunks of 128 KiB. A
 // queue starts at 16 KiB and doubles only when full: a connection that
 // carries little never holds more. The cap is what the inner TCP's 64 KiB
 // bursts need on a fast path: at 128 KiB a loss-free path dropped one

@@ -21,11 +21,11 @@ func TestStreamQueueReusesBuffers(t *testing.T) {
 	frame := [][]byte{make([]byte, 1452)}
 	round := func() {
 		c.enqueue(frame)
-		buf, _ := c.next()
+		buf, _, _ := c.next()
 		if len(buf) == 0 {
 			t.Fatal("next returned nothing after an enqueue")
 		}
-		if empty, _ := c.next(); len(empty) != 0 {
+		if empty, _, _ := c.next(); len(empty) != 0 {
 			t.Fatalf("next returned %d bytes from an empty queue", len(empty))
 		}
 		c.written(buf)
