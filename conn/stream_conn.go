@@ -32,10 +32,11 @@ type streamConn struct {
 	viaProxy   bool      // dialed through an HTTP proxy
 	proveTimer *time.Timer
 
-	qmu   sync.Mutex // guards q, spare, nc, raw, bw, dead
+	qmu   sync.Mutex // guards q, spare, held, nc, raw, bw, dead
 	q     []byte     // frames waiting for the writer
 	qn    int        // how many frames q holds
 	spare []byte     // the writer's last buffer, reused for q
+	held  int        // bytes of q, spare and the writer's buffer, in s.queued
 	nc    net.Conn   // framed on; nil while dialing or sniffing
 	raw   net.Conn   // the TCP connection under nc, once there is one
 	bw    *batchConn // between a TLS nc and raw: gathers records; else nil
@@ -81,8 +82,9 @@ func (c *streamConn) enqueue(bufs [][]byte) {
 			drops++
 			continue
 		}
-		if need > cap(c.q) {
-			c.q = c.s.opts.grow(c.q, need)
+		if need > cap(c.q) && !c.growLocked(need) {
+			drops++
+			continue
 		}
 		c.q, _ = streamframe.Append(c.q, b)
 		c.qn++
@@ -97,6 +99,22 @@ func (c *streamConn) enqueue(bufs [][]byte) {
 		}
 	}
 	c.s.ctr.txQueued(frames, bytes, drops, bad, c.isTLS.Load())
+}
+
+// growLocked replaces q with a larger buffer for need bytes, if the
+// Stream's budget for all queues has room for the difference.
+func (c *streamConn) growLocked(need int) bool {
+	n := c.s.opts.queueCap(cap(c.q), need)
+	more := n - cap(c.q)
+	if c.s.queued.Add(int64(more)) > int64(c.s.opts.queueTotal) {
+		c.s.queued.Add(-int64(more))
+		return false
+	}
+	g := make([]byte, len(c.q), n)
+	copy(g, c.q)
+	c.q = g
+	c.held += more
+	return true
 }
 
 // dial connects a client-side connection (TLS when its transport says so,
@@ -144,6 +162,8 @@ func (c *streamConn) shut() {
 		nc := c.raw
 		lost := c.qn
 		c.q, c.qn, c.spare = nil, 0, nil
+		c.s.queued.Add(-int64(c.held))
+		c.held = 0
 		c.qmu.Unlock()
 		c.s.ctr.txNoConn.Add(uint64(lost))
 		close(c.closed)
