@@ -28,16 +28,17 @@ import (
 // is just another endpoint.
 //
 // Memory is bounded: at most 256 connections, each with a read buffer of
-// streamframe.ReaderSize, a send queue of at most 512 KiB (twice, while
-// one is written) and, over TLS, 128 KiB that gather the records of one
-// write into one system call (tlsBatchBytes); the send queues of all
+// streamframe.ReaderSize, a send queue of at most 1 MiB (twice, while one
+// is written) and, over TLS, 128 KiB that gather the records of one write
+// into one system call (tlsBatchBytes); the send queues of all
 // connections together hold at most 64 MiB; and a shared pool of 16
 // receive chunks of 128 KiB. A queue starts at 16 KiB and doubles only
 // when full: a connection that carries little never holds more. The cap
-// is what the inner TCP's 64 KiB bursts need on a fast path: at 128 KiB a
-// loss-free path dropped one segment in seven and carried half of what
-// UDP did. A connection whose peer reads slowly, or whose queue cannot
-// grow, drops its own frames when its queue is full
+// is set by the inner TCP, which knows of no queue here but by its drops:
+// its window grows until the queue overflows, and a smaller queue
+// overflows sooner and more often (docs/benchmarks.md has the figures for
+// 128 KiB to 2 MiB). A connection whose peer reads slowly, or whose queue
+// cannot grow, drops its own frames when its queue is full
 // (StreamStats.TxQueueDrops); no Send ever waits for the network.
 //
 // An accepted connection is unproven until the device sends to it (it
@@ -94,7 +95,7 @@ type StreamOptions struct {
 	maxUnproven    int
 	proveTimeout   time.Duration
 	unprovenFrames int
-	// queueBytes caps one connection's queued frames (default 512 KiB);
+	// queueBytes caps one connection's queued frames (default 1 MiB);
 	// queueTotal caps the queue buffers of all connections together
 	// (default 64 MiB).
 	queueBytes, queueTotal int
@@ -114,7 +115,7 @@ const (
 	defaultStreamUnproven = 32
 	defaultProveTimeout   = 5 * time.Second
 	defaultUnprovenFrames = 160
-	defaultStreamQueue    = 512 << 10
+	defaultStreamQueue    = 1 << 20
 	defaultStreamQueueAll = 64 << 20
 	// streamQueueStart is a queue's first size: a connection that
 	// carries little never holds more.
