@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fips-go/fips-go/conn/internal/srclimit"
@@ -29,14 +30,18 @@ import (
 // is just another endpoint.
 //
 // Memory is bounded: at most 256 connections, each with a read buffer of
-// streamframe.ReaderSize and a send queue of at most 512 KiB (twice, while
-// one is written), and a shared pool of 16 receive chunks of 128 KiB. A
-// queue starts at 16 KiB and doubles only when full: a connection that
-// carries little never holds more. The cap is what the inner TCP's 64 KiB
-// bursts need on a fast path: at 128 KiB a loss-free path dropped one
-// segment in seven and carried half of what UDP did. A
-// connection whose peer reads slowly drops its own frames when its queue
-// is full (StreamStats.TxQueueDrops); no Send ever waits for the network.
+// streamframe.ReaderSize, a send queue of at most 1 MiB (twice, while one
+// is written) and, over TLS, 128 KiB that gather the records of one write
+// into one system call (tlsBatchBytes); the send queues of all
+// connections together hold at most 64 MiB; and a shared pool of 16
+// receive chunks of 128 KiB. A queue starts at 16 KiB and doubles only
+// when full: a connection that carries little never holds more. The cap
+// is set by the inner TCP, which knows of no queue here but by its drops:
+// its window grows until the queue overflows, and a smaller queue
+// overflows sooner and more often (docs/benchmarks.md has the figures for
+// 128 KiB to 2 MiB). A connection whose peer reads slowly, or whose queue
+// cannot grow, drops its own frames when its queue is full
+// (StreamStats.TxQueueDrops); no Send ever waits for the network.
 //
 // An accepted connection is unproven until the device sends to it (it
 // answers only a message that authenticated or carried a valid MAC1, so
@@ -54,6 +59,9 @@ type Stream struct {
 	rx   streamRx
 	ctr  streamCounters
 	wg   sync.WaitGroup // listener loops, connection goroutines, dials
+	// queued is the bytes of send-queue buffers all connections hold,
+	// at most opts.queueTotal (see streamConn.reserve).
+	queued atomic.Int64
 
 	// mu guards the fields below. It is a leaf: nothing is called with it
 	// held that takes another lock, except a connection's own qmu.
@@ -95,8 +103,10 @@ type StreamOptions struct {
 	maxUnproven    int
 	proveTimeout   time.Duration
 	unprovenFrames int
-	// queueBytes caps one connection's queued frames (default 512 KiB).
-	queueBytes int
+	// queueBytes caps one connection's queued frames (default 1 MiB);
+	// queueTotal caps the queue buffers of all connections together
+	// (default 64 MiB).
+	queueBytes, queueTotal int
 	// dialTimeout bounds one dial (default 5 s); after a failed dial the
 	// endpoint is not dialed again for dialBackoff (default 1 s) and
 	// frames to it are dropped.
@@ -115,7 +125,8 @@ const (
 	defaultStreamUnproven = 32
 	defaultProveTimeout   = 5 * time.Second
 	defaultUnprovenFrames = 160
-	defaultStreamQueue    = 512 << 10
+	defaultStreamQueue    = 1 << 20
+	defaultStreamQueueAll = 64 << 20
 	// streamQueueStart is a queue's first size: a connection that
 	// carries little never holds more.
 	streamQueueStart       = 16 << 10
@@ -139,6 +150,7 @@ func (o StreamOptions) withDefaults() StreamOptions {
 	def(&o.maxUnproven, defaultStreamUnproven)
 	def(&o.unprovenFrames, defaultUnprovenFrames)
 	def(&o.queueBytes, defaultStreamQueue)
+	def(&o.queueTotal, defaultStreamQueueAll)
 	defDur(&o.proveTimeout, defaultProveTimeout)
 	defDur(&o.dialTimeout, defaultDialTimeout)
 	defDur(&o.dialBackoff, defaultDialBackoff)
@@ -499,14 +511,13 @@ func dialTCP(ctx context.Context, addr netip.AddrPort, mark uint32) (net.Conn, e
 	return d.DialContext(ctx, "tcp", addr.String())
 }
 
-// grow returns q with room for need bytes: doubled from streamQueueStart,
-// never past queueBytes (enqueue refuses a frame that would pass it).
-func (o *StreamOptions) grow(q []byte, need int) []byte {
-	n := max(cap(q), streamQueueStart)
+// queueCap is the size a queue of capacity have grows to for need bytes:
+// doubled from streamQueueStart, never past queueBytes (enqueue refuses a
+// frame that would pass it).
+func (o *StreamOptions) queueCap(have, need int) int {
+	n := max(have, streamQueueStart)
 	for n < need {
 		n *= 2
 	}
-	g := make([]byte, len(q), min(n, o.queueBytes))
-	copy(g, q)
-	return g
+	return min(n, o.queueBytes)
 }

@@ -348,7 +348,7 @@ func TestStreamAbuseChurn(t *testing.T) {
 func TestStreamAbuseStalledReaders(t *testing.T) {
 	const (
 		stalled   = 8
-		queue     = 512 << 10 // the documented per-connection send queue
+		queue     = 1 << 20 // the documented per-connection send queue
 		writeWait = 2 * time.Second
 	)
 	srv, addr := listenStream(t, conn.WithWriteTimeout(conn.StreamOptions{}, writeWait))

@@ -32,12 +32,14 @@ type streamConn struct {
 	viaProxy   bool      // dialed through an HTTP proxy
 	proveTimer *time.Timer
 
-	qmu   sync.Mutex // guards q, spare, nc, raw, dead
+	qmu   sync.Mutex // guards q, spare, held, nc, raw, bw, dead
 	q     []byte     // frames waiting for the writer
 	qn    int        // how many frames q holds
 	spare []byte     // the writer's last buffer, reused for q
+	held  int        // bytes of q, spare and the writer's buffer, in s.queued
 	nc    net.Conn   // framed on; nil while dialing or sniffing
 	raw   net.Conn   // the TCP connection under nc, once there is one
+	bw    *batchConn // between a TLS nc and raw: gathers records; else nil
 	dead  bool
 
 	wake      chan struct{} // 1-buffered: q has something
@@ -80,8 +82,9 @@ func (c *streamConn) enqueue(bufs [][]byte) {
 			drops++
 			continue
 		}
-		if need > cap(c.q) {
-			c.q = c.s.opts.grow(c.q, need)
+		if need > cap(c.q) && !c.growLocked(need) {
+			drops++
+			continue
 		}
 		c.q, _ = streamframe.Append(c.q, b)
 		c.qn++
@@ -98,6 +101,22 @@ func (c *streamConn) enqueue(bufs [][]byte) {
 	c.s.ctr.txQueued(frames, bytes, drops, bad, c.isTLS.Load())
 }
 
+// growLocked replaces q with a larger buffer for need bytes, if the
+// Stream's budget for all queues has room for the difference.
+func (c *streamConn) growLocked(need int) bool {
+	n := c.s.opts.queueCap(cap(c.q), need)
+	more := n - cap(c.q)
+	if c.s.queued.Add(int64(more)) > int64(c.s.opts.queueTotal) {
+		c.s.queued.Add(-int64(more))
+		return false
+	}
+	g := make([]byte, len(c.q), n)
+	copy(g, c.q)
+	c.q = g
+	c.held += more
+	return true
+}
+
 // dial connects a client-side connection (TLS when its transport says so,
 // naming serverName), then serves it.
 func (c *streamConn) dial(mark uint32, serverName string, proxy *url.URL) {
@@ -112,8 +131,10 @@ func (c *streamConn) dial(mark uint32, serverName string, proxy *url.URL) {
 	}()
 	raw, err := c.s.dialVia(ctx, proxy, c.ep.Dst, mark)
 	nc := raw
+	var bw *batchConn
 	if err == nil && c.ep.Transport == TransportTLS {
-		nc, err = clientTLS(ctx, raw, serverName)
+		bw = &batchConn{Conn: raw}
+		nc, err = clientTLS(ctx, bw, serverName)
 	}
 	cancel()
 	if err != nil {
@@ -123,7 +144,7 @@ func (c *streamConn) dial(mark uint32, serverName string, proxy *url.URL) {
 		c.s.forget(c, true)
 		return
 	}
-	if !c.ready(nc, raw) {
+	if !c.ready(nc, raw, bw) {
 		return
 	}
 	c.proven.Store(true)
@@ -141,6 +162,8 @@ func (c *streamConn) shut() {
 		nc := c.raw
 		lost := c.qn
 		c.q, c.qn, c.spare = nil, 0, nil
+		c.s.queued.Add(-int64(c.held))
+		c.held = 0
 		c.qmu.Unlock()
 		c.s.ctr.txNoConn.Add(uint64(lost))
 		close(c.closed)
@@ -152,14 +175,14 @@ func (c *streamConn) shut() {
 	})
 }
 
-// ready makes nc the connection frames are written to (raw under it),
-// and wakes the writer for what was queued meanwhile; false, with both
-// closed, when c was shut first.
-func (c *streamConn) ready(nc, raw net.Conn) bool {
+// ready makes nc the connection frames are written to (raw under it,
+// and bw between them when nc is TLS), and wakes the writer for what was
+// queued meanwhile; false, with both closed, when c was shut first.
+func (c *streamConn) ready(nc, raw net.Conn, bw *batchConn) bool {
 	c.qmu.Lock()
 	dead := c.dead
 	if !dead {
-		c.nc, c.raw = nc, raw
+		c.nc, c.raw, c.bw = nc, raw, bw
 	}
 	c.qmu.Unlock()
 	if dead {
@@ -190,33 +213,26 @@ func (c *streamConn) unprovenTimeout() {
 	}
 }
 
-// writeLoop writes the queue as it fills, each time all of it in one call.
+// writeLoop writes the queue as it fills, each time all of it in one call
+// (over TLS, one call per tlsBatchBytes of records).
 func (c *streamConn) writeLoop() {
 	defer c.s.wg.Done()
+	defer c.releaseBatch()
 	for {
 		select {
 		case <-c.wake:
 		case <-c.closed:
 			return
 		}
-		c.qmu.Lock()
-		buf, nc := c.q, c.nc
-		if nc == nil {
-			c.qmu.Unlock()
-			continue // still dialing: the queue waits for the connection
-		}
-		c.q, c.spare, c.qn = c.spare[:0], nil, 0
-		c.qmu.Unlock()
+		buf, nc, bw := c.next()
 		if len(buf) == 0 {
-			continue
+			continue // nothing queued, or still dialing: the queue waits
 		}
 		nc.SetWriteDeadline(time.Now().Add(c.s.opts.writeTimeout))
-		_, err := nc.Write(buf)
-		c.qmu.Lock()
-		if err == nil && !c.dead { // a closed connection (a marker) holds no buffer
-			c.spare = buf[:0]
+		err := write(nc, bw, buf)
+		if err == nil {
+			c.written(buf)
 		}
-		c.qmu.Unlock()
 		if err != nil {
 			var reason *atomic.Uint64
 			if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -227,6 +243,58 @@ func (c *streamConn) writeLoop() {
 		}
 		c.s.ctr.txWrites.Add(1)
 	}
+}
+
+// next takes the queued frames for the writer, leaving the queue the
+// writer's spare buffer to fill meanwhile; nothing while the connection is
+// still being dialed or sniffed.
+func (c *streamConn) next() ([]byte, net.Conn, *batchConn) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	buf, nc := c.q, c.nc
+	if nc == nil || len(buf) == 0 {
+		// Left in place: swapping an empty queue for the spare would
+		// drop a buffer and grow a new one from the start.
+		return nil, nil, nil
+	}
+	c.q, c.spare, c.qn = c.spare[:0], nil, 0
+	return buf, nc, c.bw
+}
+
+// write writes buf to nc; over TLS, bw gathers the records crypto/tls
+// makes of it into as few TCP writes as its buffer allows.
+func write(nc net.Conn, bw *batchConn, buf []byte) error {
+	if bw == nil {
+		_, err := nc.Write(buf)
+		return err
+	}
+	bw.begin()
+	_, err := nc.Write(buf)
+	if ferr := bw.flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// releaseBatch drops the TLS batch buffer when the writer ends: a closed
+// connection (a marker) holds no buffer.
+func (c *streamConn) releaseBatch() {
+	c.qmu.Lock()
+	bw := c.bw
+	c.qmu.Unlock()
+	if bw != nil {
+		bw.release()
+	}
+}
+
+// written gives back the buffer next returned, once written, as the next
+// spare.
+func (c *streamConn) written(buf []byte) {
+	c.qmu.Lock()
+	if !c.dead { // a closed connection (a marker) holds no buffer
+		c.spare = buf[:0]
+	}
+	c.qmu.Unlock()
 }
 
 // readLoop reads frames until the connection ends or misbehaves, handing
@@ -306,7 +374,8 @@ func (c *streamConn) readFailed(err error) {
 // sniffed finds out whether an accepted connection is plain or TLS and
 // returns the connection to frame on, nil when it was closed instead.
 func (c *streamConn) sniffed(raw net.Conn) net.Conn {
-	nc, t, err := c.s.sniff(raw)
+	bw := &batchConn{Conn: raw}
+	nc, t, err := c.s.sniff(bw)
 	if err != nil {
 		c.sniffFailed(err)
 		return nil
@@ -316,8 +385,10 @@ func (c *streamConn) sniffed(raw net.Conn) net.Conn {
 		c.s.refile(c, t)
 		c.ep.Transport = t
 		c.isTLS.Store(true)
+	} else {
+		bw = nil // the plain framing writes once per queue already
 	}
-	if !c.ready(nc, raw) {
+	if !c.ready(nc, raw, bw) {
 		return nil
 	}
 	return nc

@@ -19,13 +19,15 @@
 # shows the peer back on UDP is measured, with a ping a second keeping
 # the session busy (the return waits for the next handshake attempt).
 #
-#   bash scripts/bench-stream.sh [seconds] [rounds] [cases]
+#   bash scripts/bench-stream.sh [seconds] [rounds] [cases] [paths]
 #
-# cases: any of udp tcp tls switch, comma-separated (default all). Needs
-# root, iperf3, iptables, wg.
+# cases: any of udp tcp tls switch, comma-separated (default all); paths:
+# clean, loss or both (default clean,loss). Needs root, iperf3, iptables,
+# wg.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"; runs="${2:-3}"; cases="${3:-udp,tcp,tls,switch}"
+paths="${4:-clean,loss}"
 [ "$(id -u)" -eq 0 ] || { echo "bench-stream: needs root" >&2; exit 1; }
 bash scripts/deps.sh
 mkdir -p bin
@@ -125,6 +127,8 @@ for t in udp tcp tls; do
   has $t || continue
   for loss in 0 1; do
     path=clean; [ $loss = 1 ] && path="1% loss"
+    [ $loss = 1 ] && [[ ",$paths," != *",loss,"* ]] && continue
+    [ $loss = 0 ] && [[ ",$paths," != *",clean,"* ]] && continue
     ab=""; ba=""; rab=""; rba=""; rss="-"; qd="-"; ok=1
     for _ in $(seq "$runs"); do
       # A fresh lab each round: the RSS is this case's, and a round does
