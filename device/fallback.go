@@ -38,9 +38,9 @@ import (
 type fallback struct {
 	mu         sync.Mutex // guards the fields below; a leaf
 	auto       bool       // the peer is configured with TransportAuto
-	unanswered int        // initiations since the last response
 	onStream   bool       // the last response came over a stream
-	probed     int        // responses over a stream since the fall back
+	probed     uint8      // responses over a stream since the fall back, at most 255
+	unanswered int32      // initiations since the last response
 	// nextProbe is when a UDP probe is due (Unix ns; 0: none), read on
 	// the send path without mu.
 	nextProbe atomic.Int64
@@ -141,11 +141,11 @@ func (f *fallback) answeredAt(t conn.Transport, now time.Time) (drop []conn.Tran
 	}
 	// Every response over a stream after the one that moved the peer
 	// there answered an attempt whose UDP probe went unanswered.
-	if f.onStream {
+	if f.onStream && f.probed < 255 {
 		f.probed++
 	}
 	f.onStream = true
-	f.nextProbe.Store(now.Add(probeAfter(f.probed)).UnixNano())
+	f.nextProbe.Store(now.Add(probeAfter(int(f.probed))).UnixNano())
 	if t == conn.TransportTCP {
 		return streamsTLS
 	}
