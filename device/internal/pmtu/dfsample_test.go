@@ -135,3 +135,29 @@ func TestDFSamplesTakesOnlyTCPData(t *testing.T) {
 		t.Fatal("more than SamplesPending pending")
 	}
 }
+
+// FuzzDFSamples: whatever the bytes (a packet read from the TUN), Take and
+// Seen never panic, and Seen's quick look agrees with the full parse on
+// every packet Take accepts: a sample taken is always one Seen can find.
+func FuzzDFSamples(f *testing.F) {
+	f.Add(segment(f, "10.0.0.1", 40000, 5, 1420), uint8(0))
+	f.Add(segment(f, "fd00::1", 40000, 5, 1420), uint8(3))
+	f.Add([]byte{0x46, 0, 0, 40}, uint8(1))
+	f.Fuzz(func(t *testing.T, pkt []byte, cut uint8) {
+		var s DFSamples
+		now := time.Unix(1e6, 0)
+		s.Seen(pkt, now)
+		if s.Take(pkt, now) {
+			now = now.Add(SampleEvery)
+			s.Seen(pkt, now)
+			if s.lost != 1 {
+				t.Fatalf("a taken sample sent again was not seen: %d lost", s.lost)
+			}
+		}
+		if int(cut) < len(pkt) {
+			s.Take(pkt[:cut], now)
+			s.Seen(pkt[:cut], now)
+		}
+		s.Expire(now.Add(SampleWait + time.Second))
+	})
+}

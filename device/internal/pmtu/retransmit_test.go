@@ -8,7 +8,7 @@ import (
 	"github.com/fips-go/fips-go/internal/packet"
 )
 
-func segment(t *testing.T, src string, sport uint16, seq uint32, size int) []byte {
+func segment(t testing.TB, src string, sport uint16, seq uint32, size int) []byte {
 	t.Helper()
 	s, d := netip.MustParseAddr(src), netip.MustParseAddr("10.0.0.2")
 	hdr := packet.IPv4HeaderLen + packet.TCPHeaderLen
