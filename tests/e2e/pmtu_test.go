@@ -74,10 +74,10 @@ func TestPathNarrowerThanTunnel(t *testing.T) {
 // router's ICMP passing, A learns the path from the kernel (on IPv4 from
 // the router's answers to its probes, as its other datagrams carry no DF)
 // while full-size pings cross; after that, 8 MB of TCP cross intact both
-// ways, IPv4 and IPv6 underlay. Not asserted, as they fail today: a
+// ways, IPv4 and IPv6 underlay. Not asserted, as it cannot work: a
 // connection opened before A knows the path stalls B->A (nothing clamps
-// its MSS, and wireguard-go's GSO sends above its 1280-byte link fail),
-// and with the ICMP dropped B->A stalls whenever it starts.
+// its MSS, and wireguard-go's GSO sends above its 1280-byte link fail).
+// The ICMP dropped: TestPathNarrowIPv4StockPeer, TestPathBlackHoleStockPeer.
 func TestPathNarrowerStockPeer(t *testing.T) {
 	requireRoot(t)
 	for _, v6 := range []bool{false, true} {
