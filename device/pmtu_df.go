@@ -150,9 +150,9 @@ func (p *Peer) sendDF(ep conn.Endpoint, dgram []byte) bool {
 // a row set the floor.
 func (d *Device) seenDF(p *Peer, st *peerPMTU, pkt []byte, now time.Time) {
 	st.df.mu.Lock()
-	v := st.df.s.Seen(pkt, now)
+	hole := st.df.s.Seen(pkt, now)
 	st.df.mu.Unlock()
-	if v == pmtu.DFBlackHole {
+	if hole {
 		d.setPathFloor(p, now)
 	}
 }

@@ -13,7 +13,7 @@ import (
 // for a while. A sample's segment sent again by the inner TCP was lost;
 // one not sent again within SampleWait went through. SampleLosses lost in
 // a row (no sample taken after them through) are a black hole
-// (DFBlackHole); the caller then sets a floor. A sample that went through
+// (Seen reports it); the caller then sets a floor. A sample that went through
 // counts only if no later one was lost meanwhile: passes are known
 // SampleWait late, losses a round trip or a retransmission timeout late.
 //
@@ -34,14 +34,6 @@ type DFSamples struct {
 	lastLost time.Time
 	next     time.Time
 }
-
-// DFVerdict is what the samples concluded.
-type DFVerdict int
-
-const (
-	DFUndecided DFVerdict = iota
-	DFBlackHole           // full-size datagrams vanish: no ICMP, and the inner TCP resends them
-)
 
 const (
 	// SampleEvery is the least time between two samples.
@@ -134,24 +126,25 @@ func (s *DFSamples) Pending() bool {
 }
 
 // Seen looks at a full-size packet sent to the peer: a sample's segment
-// sent again means the sample was lost. A packet whose sequence number is
+// sent again means the sample was lost. It reports the loss that completes
+// a black hole. A packet whose sequence number is
 // no sample's costs a few loads and compares, so that a bulk transfer can
 // be watched all along.
-func (s *DFSamples) Seen(pkt []byte, now time.Time) DFVerdict {
+func (s *DFSamples) Seen(pkt []byte, now time.Time) bool {
 	seq, ok := tcpSeq(pkt)
 	if !ok {
-		return DFUndecided
+		return false
 	}
 	hit := false
 	for i := range s.pend {
 		hit = hit || (s.pend[i].seq == seq && !s.pend[i].at.IsZero())
 	}
 	if !hit {
-		return DFUndecided
+		return false
 	}
 	in, err := packet.Parse(pkt)
 	if err != nil || in.Proto != packet.ProtoTCP || len(in.Payload) == 0 {
-		return DFUndecided
+		return false
 	}
 	flow := flowHash(&in)
 	for i := range s.pend {
@@ -160,7 +153,7 @@ func (s *DFSamples) Seen(pkt []byte, now time.Time) DFVerdict {
 			continue
 		}
 		if now.Sub(p.at) > SampleWait {
-			return DFUndecided // Expire's to judge
+			return false // Expire's to judge
 		}
 		at := p.at
 		*p = dfSample{}
@@ -170,10 +163,10 @@ func (s *DFSamples) Seen(pkt []byte, now time.Time) DFVerdict {
 		}
 		if s.lost >= SampleLosses {
 			s.Reset()
-			return DFBlackHole
+			return true
 		}
 	}
-	return DFUndecided
+	return false
 }
 
 // Expire counts the samples not sent again within SampleWait as passed:

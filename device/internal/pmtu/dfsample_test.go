@@ -34,7 +34,7 @@ func dfBlackHole(t *testing.T, src string, rto bool) {
 			t.Fatal("a second sample within SampleEvery")
 		}
 		now = now.Add(30 * time.Millisecond)
-		if v := s.Seen(segment(t, src, 40000, seq+1380, 1420), now); v != DFUndecided {
+		if v := s.Seen(segment(t, src, 40000, seq+1380, 1420), now); v {
 			t.Fatalf("the next segment gave %v", v)
 		}
 		if rto {
@@ -42,7 +42,7 @@ func dfBlackHole(t *testing.T, src string, rto bool) {
 		}
 		now = now.Add(wait)
 		v := s.Seen(segment(t, src, 40000, seq, 1420), now)
-		if want := i == SampleLosses-1; (v == DFBlackHole) != want {
+		if want := i == SampleLosses-1; v != want {
 			t.Fatalf("loss %d: verdict %v", i+1, v)
 		}
 		now = now.Add(SampleEvery)
@@ -68,7 +68,7 @@ func TestDFSamplesPassesEndLosses(t *testing.T) {
 		}
 		return seq
 	}
-	lose := func(q uint32) DFVerdict {
+	lose := func(q uint32) bool {
 		now = now.Add(50 * time.Millisecond)
 		return s.Seen(segment(t, "10.0.0.1", 40000, q, 1420), now)
 	}
@@ -81,7 +81,7 @@ func TestDFSamplesPassesEndLosses(t *testing.T) {
 	s.Expire(now)
 	lose(take())
 	now = now.Add(SampleEvery)
-	if v := lose(take()); v != DFUndecided {
+	if v := lose(take()); v {
 		t.Fatalf("two losses after a pass gave %v", v)
 	}
 	// An old sample, taken before these losses, passes now: it ends
@@ -90,14 +90,14 @@ func TestDFSamplesPassesEndLosses(t *testing.T) {
 	old := dfSample{flow: 1, seq: 7, at: now.Add(-SampleWait - 2*time.Second)}
 	s.pend[len(s.pend)-1] = old
 	s.Expire(now)
-	if v := lose(take()); v != DFBlackHole {
+	if v := lose(take()); !v {
 		t.Fatalf("third loss in a row gave %v", v)
 	}
 	// A resend seen after SampleWait is Expire's: late, it was no loss.
 	now = now.Add(SampleEvery)
 	q := take()
 	now = now.Add(SampleWait + time.Millisecond)
-	if v := s.Seen(segment(t, "10.0.0.1", 40000, q, 1420), now); v != DFUndecided || s.lost != 0 {
+	if v := s.Seen(segment(t, "10.0.0.1", 40000, q, 1420), now); v || s.lost != 0 {
 		t.Fatalf("a late resend gave %v, %d lost", v, s.lost)
 	}
 }
@@ -113,7 +113,7 @@ func TestDFSamplesTakesOnlyTCPData(t *testing.T) {
 		if s.Take(pkt, now) {
 			t.Fatalf("took %x...", pkt[:min(len(pkt), 4)])
 		}
-		if v := s.Seen(pkt, now); v != DFUndecided {
+		if v := s.Seen(pkt, now); v {
 			t.Fatalf("seen gave %v", v)
 		}
 	}
